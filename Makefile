@@ -1,0 +1,34 @@
+# Millrace: `make run` starts a server, `make test` runs the suite; both set up first.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 6379
+DATA   ?= ./data
+
+.PHONY: install run test lint bench pipeline clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $@
+
+run: install
+	$(PY) -m server --port $(PORT) --dir $(DATA)
+
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check .
+
+bench: install
+	$(PY) -m bench
+
+pipeline: install
+	$(PY) -m pipeline.jobs.run_all
+
+clean:
+	rm -rf $(VENV) $(DATA) .pytest_cache

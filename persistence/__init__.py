@@ -1,0 +1,1 @@
+"""Durability: msgpack snapshots and the append-only file of normalized effects."""

@@ -1,0 +1,1 @@
+"""Spark integration: the `millrace` PySpark data source and example jobs (a client only)."""

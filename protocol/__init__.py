@@ -1,0 +1,1 @@
+"""RESP2/RESP3 wire protocol: request parsing, reply values and their encoding."""

@@ -1,0 +1,115 @@
+"""Encode reply values as RESP2 or RESP3 bytes.
+
+Replies are appended to a list of byte chunks which the connection joins and
+writes once per batch read, so a pipeline costs one syscall.
+"""
+
+from .reply import NULL_ARRAY, Error, Map, Push, Raw, Set, Simple, Verbatim
+
+_CRLF = b"\r\n"
+
+
+def _double(value: float) -> bytes:
+    if value != value:
+        return b"nan"
+    if value in (float("inf"), float("-inf")):
+        return b"inf" if value > 0 else b"-inf"
+    if value == int(value) and abs(value) < 1e17:
+        return b"%d" % int(value)
+    return repr(value).encode()
+
+
+def encode2(value, out: list) -> None:
+    """Append the RESP2 form of `value` to `out`."""
+    kind = type(value)
+    if kind is bytes:
+        out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif kind is list or kind is tuple:
+        out.append(b"*%d\r\n" % len(value))
+        for item in value:
+            encode2(item, out)
+    elif kind is int:
+        out.append(b":%d\r\n" % value)
+    elif kind is Simple:
+        out.append(b"+%s\r\n" % value)
+    elif value is None:
+        out.append(b"$-1\r\n")
+    elif kind is Error:
+        out.append(b"-%s\r\n" % value)
+    elif kind is Map:
+        out.append(b"*%d\r\n" % (2 * len(value)))
+        for key, item in value.items():
+            encode2(key, out)
+            encode2(item, out)
+    elif kind is Set or kind is Push:
+        out.append(b"*%d\r\n" % len(value))
+        for item in value:
+            encode2(item, out)
+    elif value is NULL_ARRAY:
+        out.append(b"*-1\r\n")
+    elif kind is Raw:
+        out.append(value)
+    elif kind is float:
+        text = _double(value)
+        out.append(b"$%d\r\n%s\r\n" % (len(text), text))
+    elif kind is Verbatim:
+        out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif kind is str:
+        data = value.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    elif kind is bool:
+        out.append(b":1\r\n" if value else b":0\r\n")
+    else:
+        raise TypeError(f"cannot encode reply of type {kind.__name__}")
+
+
+def encode3(value, out: list) -> None:
+    """Append the RESP3 form of `value` to `out`."""
+    kind = type(value)
+    if kind is bytes:
+        out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif kind is list or kind is tuple:
+        out.append(b"*%d\r\n" % len(value))
+        for item in value:
+            encode3(item, out)
+    elif kind is int:
+        out.append(b":%d\r\n" % value)
+    elif kind is Simple:
+        out.append(b"+%s\r\n" % value)
+    elif value is None or value is NULL_ARRAY:
+        out.append(b"_\r\n")
+    elif kind is Error:
+        out.append(b"-%s\r\n" % value)
+    elif kind is Map:
+        out.append(b"%%%d\r\n" % len(value))
+        for key, item in value.items():
+            encode3(key, out)
+            encode3(item, out)
+    elif kind is Set:
+        out.append(b"~%d\r\n" % len(value))
+        for item in value:
+            encode3(item, out)
+    elif kind is Push:
+        out.append(b">%d\r\n" % len(value))
+        for item in value:
+            encode3(item, out)
+    elif kind is Raw:
+        out.append(value)
+    elif kind is float:
+        out.append(b",%s\r\n" % _double(value).replace(b"inf", b"inf"))
+    elif kind is Verbatim:
+        out.append(b"=%d\r\ntxt:%s\r\n" % (len(value) + 4, value))
+    elif kind is str:
+        data = value.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    elif kind is bool:
+        out.append(b"#t\r\n" if value else b"#f\r\n")
+    else:
+        raise TypeError(f"cannot encode reply of type {kind.__name__}")
+
+
+def encode(value, resp: int = 2) -> bytes:
+    """Encode one reply; convenient for tests and one-off writes."""
+    out: list = []
+    (encode3 if resp == 3 else encode2)(value, out)
+    return b"".join(out)

@@ -1,0 +1,31 @@
+"""Errors shared by every layer.
+
+`ReplyError` is raised anywhere (storage included) to answer a command with an
+error reply; its text is the whole Redis error line, code first ("ERR ...",
+"WRONGTYPE ..."), so the same exception carries Redis's exact wording from
+the place that knows it to the client.
+"""
+
+
+class ReplyError(Exception):
+    """A command failed; str(self) is the error reply, e.g. 'ERR syntax error'."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ProtocolError(Exception):
+    """The client sent bytes that are not RESP; Redis replies and closes the link."""
+
+
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+SYNTAX = "ERR syntax error"
+NOT_INTEGER = "ERR value is not an integer or out of range"
+NOT_FLOAT = "ERR value is not a valid float"
+NO_SUCH_KEY = "ERR no such key"
+OVERFLOW = "ERR increment or decrement would overflow"
+
+
+def wrong_arity(name: str) -> ReplyError:
+    return ReplyError(f"ERR wrong number of arguments for '{name}' command")

@@ -1,0 +1,69 @@
+"""Clients blocked on keys (XREAD/XREADGROUP BLOCK), served in the order they blocked.
+
+A handler that must wait returns a `Block`. Whenever a write touches one of
+its keys, the server calls `attempt()` again once the command (or EXEC) has
+finished: it returns the reply (for write commands a `(reply, effects)` pair),
+None to keep waiting, or raises ReplyError to release the client with an
+error (a deleted stream under XREADGROUP, a destroyed group...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from protocol.reply import NULL_ARRAY
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    keys: list[bytes]
+    timeout_ms: int  # 0: for ever
+    attempt: Callable[[], object]
+    on_timeout: object = NULL_ARRAY
+    # set when the client is parked
+    db: int = 0
+    client: object = None
+    timer: object = None
+    keys_seen: list[bytes] = field(default_factory=list)
+
+
+class BlockingManager:
+    """Waiters per (db, key), FIFO, plus the set of keys touched since the last serve."""
+
+    __slots__ = ("waiters", "ready", "count")
+
+    def __init__(self) -> None:
+        self.waiters: dict[tuple[int, bytes], list[Block]] = {}
+        self.ready: set[tuple[int, bytes]] = set()
+        self.count = 0  # blocked clients, for INFO blocked_clients
+
+    def park(self, block: Block) -> None:
+        for key in dict.fromkeys(block.keys):
+            self.waiters.setdefault((block.db, key), []).append(block)
+        self.count += 1
+
+    def unpark(self, block: Block) -> None:
+        for key in dict.fromkeys(block.keys):
+            queue = self.waiters.get((block.db, key))
+            if queue is not None:
+                try:
+                    queue.remove(block)
+                except ValueError:
+                    pass
+                if not queue:
+                    del self.waiters[(block.db, key)]
+        self.count -= 1
+        if block.timer is not None:
+            block.timer.cancel()
+            block.timer = None
+
+    def touch(self, db: int, key: bytes) -> None:
+        if (db, key) in self.waiters:
+            self.ready.add((db, key))
+
+    def touch_db(self, db: int) -> None:
+        """A whole database changed (FLUSHDB, SWAPDB): every waiter in it re-checks."""
+        for wdb, key in self.waiters:
+            if wdb == db:
+                self.ready.add((wdb, key))

@@ -1,0 +1,211 @@
+"""One client connection: the asyncio Protocol and the context handlers receive.
+
+The hot path stays flat, as uvicorn's does: parse what arrived, execute each
+command, encode each reply into one list, write once per read batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+from protocol.encoder import encode2, encode3
+from protocol.reader import RequestReader
+from protocol.reply import OK, QUEUED, Error
+
+from .server import BLOCKED, Server
+
+
+class Client(asyncio.Protocol):
+    """Connection state: Redis's `client` struct, passed to handlers as `ctx`."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        config = server.config
+        self.reader = RequestReader(config["proto-max-bulk-len"], config["client-query-buffer-limit"])
+        self.id = 0
+        self.name = b""
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.db = server.keyspace[0]
+        self.resp = 2
+        self.encode = encode2
+        self.authenticated = not config["requirepass"]
+        self.multi: list | None = None  # queued (command, argv) while in MULTI
+        self.multi_error = False
+        self.in_exec = False
+        self.loading = False
+        self.watched: set[tuple[int, bytes]] = set()
+        self.dirty_cas = False
+        self.blocked = None  # the Block this client waits on
+        self.pending: deque[list[bytes]] = deque()  # commands read while blocked
+        self.reply_mode = "on"  # CLIENT REPLY on|off|skip
+        self.close_after_reply = False
+        self.monitor = False
+        self.paused = False
+        self.addr = "?:0"
+        self.laddr = "?:0"
+        self.fd = -1
+        self.created = time.time()
+        self.last_interaction = self.created
+        self.last_command = b"NULL"
+        self.flags_no_evict = False
+
+    # -- asyncio.Protocol --------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        server = self.server
+        self.transport = transport
+        self.id = server.next_client_id
+        server.next_client_id += 1
+        server.clients[self.id] = self
+        server.stats["total_connections_received"] += 1
+        peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        if peer:
+            self.addr = f"{peer[0]}:{peer[1]}"
+        if local:
+            self.laddr = f"{local[0]}:{local[1]}"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self.fd = sock.fileno()
+        if len(server.clients) > server.config["maxclients"]:
+            transport.write(b"-ERR max number of clients reached\r\n")
+            server.stats["rejected_connections"] += 1
+            transport.close()
+
+    def connection_lost(self, exc) -> None:
+        server = self.server
+        server.clients.pop(self.id, None)
+        if self.blocked is not None:
+            server.blocking.unpark(self.blocked)
+            self.blocked = None
+        self.unwatch()
+        if self.monitor and self in server.monitors:
+            server.monitors.remove(self)
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        """The client reads slower than we answer: stop reading its requests."""
+        self.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self.server.clock()
+        self.last_interaction = time.time()
+        commands, error = self.reader.feed(data)
+        if self.blocked is not None or self.pending:
+            self.pending.extend(commands)
+        else:
+            self.run(commands)
+        if error is not None and self.transport is not None:
+            if self.blocked is None and not self.pending:
+                self.transport.write(b"-%s\r\n" % error.encode())
+                self.transport.close()
+            else:
+                self.pending.append(None)  # close after the queued commands
+                self._error = error
+
+    # -- execution ---------------------------------------------------------
+
+    def run(self, commands) -> None:
+        """Execute commands in order; stop early if one blocks."""
+        server = self.server
+        execute = server.execute
+        out: list[bytes] = []
+        blocking = server.blocking
+        for index, argv in enumerate(commands):
+            if argv is None:
+                out.append(b"-%s\r\n" % self._error.encode())
+                self.close_after_reply = True
+                break
+            reply = execute(self, argv)
+            if reply is BLOCKED:
+                self.pending.extend(commands[index + 1 :])
+                break
+            if self.reply_mode == "on":
+                self.encode(reply, out)
+            elif self.reply_mode == "skip":
+                self.reply_mode = "on"
+            if blocking.ready:
+                server.serve_ready()
+            if self.close_after_reply:
+                break
+        self.last_command = argv[0] if commands and argv is not None else self.last_command
+        transport = self.transport
+        if transport is None:
+            return
+        if out:
+            transport.write(b"".join(out))
+        if self.close_after_reply:
+            transport.close()
+
+    def resume(self, reply) -> None:
+        """Called when the Block this client waited on is served or times out."""
+        self.blocked = None
+        if self.transport is None:
+            return
+        out: list[bytes] = []
+        if self.reply_mode == "on":
+            self.encode(reply, out)
+        if out:
+            self.transport.write(b"".join(out))
+        if self.pending:
+            commands = list(self.pending)
+            self.pending.clear()
+            self.server.loop.call_soon(self.run, commands)
+
+    def push_raw(self, data: bytes) -> None:
+        """Write pre-encoded bytes outside the request/reply flow (MONITOR)."""
+        if self.transport is not None:
+            self.transport.write(data)
+
+    # -- state used by handlers -------------------------------------------
+
+    def set_resp(self, version: int) -> None:
+        self.resp = version
+        self.encode = encode3 if version == 3 else encode2
+
+    def queue(self, cmd, argv: list[bytes]):
+        self.multi.append((cmd, argv))
+        return QUEUED
+
+    def watch(self, key: bytes) -> None:
+        entry = (self.db.id, key)
+        if entry not in self.watched:
+            self.watched.add(entry)
+            self.server.watched.setdefault(entry, set()).add(self)
+
+    def unwatch(self) -> None:
+        watched = self.server.watched
+        for entry in self.watched:
+            clients = watched.get(entry)
+            if clients is not None:
+                clients.discard(self)
+                if not clients:
+                    del watched[entry]
+        self.watched.clear()
+        self.dirty_cas = False
+
+    def kill(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class LoadingClient(Client):
+    """A client with no socket: the AOF loader and the replica apply effects through it."""
+
+    def __init__(self, server: Server) -> None:
+        super().__init__(server)
+        self.loading = True
+        self.authenticated = True
+
+
+__all__ = ["Client", "LoadingClient", "OK", "Error"]

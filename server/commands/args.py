@@ -1,0 +1,66 @@
+"""Argument parsing shared by handlers: integers, floats and option cursors.
+
+Every parse error raises Redis's own wording, so handlers stay short and
+errors come out uniformly (fakeredis's lesson).
+"""
+
+from __future__ import annotations
+
+from protocol.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, ReplyError
+
+LLONG_MIN, LLONG_MAX = -(2**63), 2**63 - 1
+
+
+def to_int(arg: bytes, error: str = NOT_INTEGER) -> int:
+    """A signed 64-bit integer written as Redis's string2ll accepts it."""
+    try:
+        if arg[:1] in (b"+", b" ") or arg[-1:] == b" " or (len(arg) > 1 and arg[:1] == b"0") or arg[:2] == b"-0":
+            raise ValueError
+        value = int(arg)
+    except (ValueError, UnicodeDecodeError):
+        raise ReplyError(error) from None
+    if not LLONG_MIN <= value <= LLONG_MAX:
+        raise ReplyError(error)
+    return value
+
+
+def to_float(arg: bytes, error: str = NOT_FLOAT) -> float:
+    try:
+        value = float(arg)
+    except ValueError:
+        raise ReplyError(error) from None
+    if value != value:
+        raise ReplyError(error)
+    return value
+
+
+class Cursor:
+    """Walks the arguments of a command left to right (mini-redis's Parse)."""
+
+    __slots__ = ("argv", "pos")
+
+    def __init__(self, argv: list[bytes], pos: int = 1) -> None:
+        self.argv = argv
+        self.pos = pos
+
+    def __bool__(self) -> bool:
+        return self.pos < len(self.argv)
+
+    def remaining(self) -> int:
+        return len(self.argv) - self.pos
+
+    def peek(self) -> bytes:
+        return self.argv[self.pos].upper()
+
+    def next(self) -> bytes:
+        if self.pos >= len(self.argv):
+            raise ReplyError(SYNTAX)
+        arg = self.argv[self.pos]
+        self.pos += 1
+        return arg
+
+    def next_upper(self) -> bytes:
+        return self.next().upper()
+
+    def next_int(self, error: str = NOT_INTEGER) -> int:
+        return to_int(self.next(), error)

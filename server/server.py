@@ -1,0 +1,282 @@
+"""Server state and dispatch: one place where a command meets the keyspace.
+
+`Server.execute` resolves argv through the command table, checks arity,
+authentication and MULTI queuing, calls the handler and then does what every
+write needs: touch WATCHed and blocked-on keys, count dirty changes, and pass
+the handler's effects on to propagation (the AOF and replicas consume the
+same normalized commands).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from protocol.errors import ReplyError
+from protocol.reply import Error
+from storage.keyspace import Keyspace
+
+from . import REDIS_VERSION
+from .blocking import Block, BlockingManager
+from .command import COMMANDS, Command
+from .config import Config
+
+Effects = list[list[bytes]]
+
+# Commands that run at once even inside MULTI, as in Redis.
+NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "unwatch", "quit", "reset"})
+BLOCKED = object()  # execute() result: the client is now waiting
+
+
+class Server:
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config or Config()
+        self.keyspace = Keyspace(self.config["databases"])
+        self.clients: dict[int, object] = {}
+        self.next_client_id = 1
+        self.blocking = BlockingManager()
+        self.watched: dict[tuple[int, bytes], set] = {}
+        self.monitors: list = []
+        self.effect_listeners: list[Callable[[Effects], None]] = []
+        self._exec_effects: list[tuple[int, Effects]] | None = None
+        self._propagated_db = -1
+        self.run_id = os.urandom(20).hex()
+        self.start_time = time.time()
+        self.now = int(self.start_time * 1000)
+        self.dirty = 0
+        self.stats: dict[str, int] = dict.fromkeys(
+            (
+                "total_commands_processed",
+                "total_connections_received",
+                "total_error_replies",
+                "rejected_connections",
+                "expired_keys",
+                "keyspace_hits",
+                "keyspace_misses",
+            ),
+            0,
+        )
+        self.errorstats: dict[str, int] = {}
+        self.loop = None  # set by the listener
+        self.port = self.config["port"]
+        self.version = REDIS_VERSION
+
+    def clock(self) -> int:
+        """Refresh the cached time (once per batch read, like Redis's cached mstime)."""
+        self.now = now = int(time.time() * 1000)
+        return now
+
+    # -- dispatch --------------------------------------------------------
+
+    def execute(self, client, argv: list[bytes]):
+        """Run one command for client; returns the reply, or BLOCKED."""
+        try:
+            cmd = COMMANDS.get(argv[0].lower())
+            if cmd is None:
+                raise ReplyError(_unknown_command(argv))
+            if cmd.subcommands:
+                cmd = cmd.resolve(argv)
+            arity = cmd.arity
+            if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+                raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
+            if not client.authenticated and "no-auth" not in cmd.flags:
+                raise ReplyError("NOAUTH Authentication required.")
+            if client.multi is not None and cmd.name not in NOT_QUEUED:
+                return client.queue(cmd, argv)
+            return self.call(client, cmd, argv)
+        except ReplyError as exc:
+            if client.multi is not None:
+                client.multi_error = True
+            return self.error(exc.message, cmd if "cmd" in locals() else None, rejected=True)
+
+    def call(self, client, cmd: Command, argv: list[bytes]):
+        """Run a resolved command; used by execute, EXEC and the loaders."""
+        if self.monitors:
+            self.feed_monitors(client, argv)
+        cmd.calls += 1
+        self.stats["total_commands_processed"] += 1
+        start = time.perf_counter_ns()
+        try:
+            if cmd.write:
+                result = cmd.handler(client, argv)
+                if type(result) is Block:
+                    return self.block(client, cmd, result)
+                reply, effects = result
+                if effects:
+                    self.after_write(client.db.id, effects)
+            else:
+                reply = cmd.handler(client, argv)
+                if type(reply) is Block:
+                    return self.block(client, cmd, reply)
+        except ReplyError as exc:
+            cmd.failed_calls += 1
+            return self.error(exc.message)
+        finally:
+            cmd.usec += (time.perf_counter_ns() - start) // 1000
+            if client.db.expired:
+                self.propagate_expired(client.db)
+        return reply
+
+    def error(self, message: str, cmd: Command | None = None, rejected: bool = False) -> Error:
+        """Count an error reply in INFO stats/errorstats and build it."""
+        self.stats["total_error_replies"] += 1
+        code = message.split(" ", 1)[0]
+        self.errorstats[code] = self.errorstats.get(code, 0) + 1
+        if rejected and cmd is not None:
+            cmd.rejected_calls += 1
+        return Error(message.encode())
+
+    # -- writes: effects, WATCH, blocked clients, propagation -------------
+
+    def after_write(self, db: int, effects: Effects) -> None:
+        self.dirty += len(effects)
+        if self.watched or self.blocking.waiters:
+            for argv in effects:
+                self.touch_effect(db, argv)
+        if self._exec_effects is not None:
+            self._exec_effects.append((db, effects))
+        elif self.effect_listeners:
+            self.propagate(db, effects)
+
+    def touch_effect(self, db: int, argv: list[bytes]) -> None:
+        cmd = COMMANDS.get(argv[0].lower())
+        if cmd is None:
+            return
+        name = cmd.name
+        if name in ("flushall", "flushdb", "swapdb"):
+            for index in range(len(self.keyspace)):
+                if name == "flushall" or index == db or (name == "swapdb" and str(index).encode() in argv[1:]):
+                    self.touch_db(index)
+            return
+        if cmd.subcommands and len(argv) > 1:
+            cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+        for key in cmd.get_keys(argv):
+            self.touch(db, key)
+
+    def touch(self, db: int, key: bytes) -> None:
+        """A key changed: invalidate WATCHes on it and wake its waiters."""
+        watchers = self.watched.get((db, key))
+        if watchers:
+            for client in watchers:
+                client.dirty_cas = True
+        self.blocking.touch(db, key)
+
+    def touch_db(self, db: int) -> None:
+        for (wdb, _key), watchers in self.watched.items():
+            if wdb == db:
+                for client in watchers:
+                    client.dirty_cas = True
+        self.blocking.touch_db(db)
+
+    def propagate(self, db: int, effects: Effects) -> None:
+        """Hand normalized commands to the AOF and replicas, atomically."""
+        batch: Effects = []
+        if db != self._propagated_db:
+            batch.append([b"SELECT", str(db).encode()])
+            self._propagated_db = db
+        if len(effects) > 1 and effects[0][0].upper() != b"MULTI":
+            batch.append([b"MULTI"])
+            batch.extend(effects)
+            batch.append([b"EXEC"])
+        else:
+            batch.extend(effects)
+        for listener in self.effect_listeners:
+            listener(batch)
+
+    def begin_exec(self) -> None:
+        self._exec_effects = []
+
+    def end_exec(self) -> None:
+        collected, self._exec_effects = self._exec_effects, None
+        if not collected or not self.effect_listeners:
+            return
+        batch: Effects = [[b"MULTI"]]
+        for db, effects in collected:
+            if db != self._propagated_db:
+                batch.append([b"SELECT", str(db).encode()])
+                self._propagated_db = db
+            batch.extend(effects)
+        batch.append([b"EXEC"])
+        for listener in self.effect_listeners:
+            listener(batch)
+
+    def propagate_expired(self, db) -> None:
+        keys, db.expired = db.expired, []
+        self.stats["expired_keys"] += len(keys)
+        self.after_write(db.id, [[b"DEL", key] for key in keys])
+
+    # -- blocking ----------------------------------------------------------
+
+    def block(self, client, cmd: Command, block: Block):
+        """Park client on block's keys, or answer at once where Redis never blocks."""
+        if client.multi is not None or client.in_exec or client.loading:
+            result = block.attempt()
+            if result is None:
+                result = (block.on_timeout, []) if cmd.write else block.on_timeout
+            if cmd.write:
+                reply, effects = result
+                if effects:
+                    self.after_write(client.db.id, effects)
+                return reply
+            return result
+        block.db = client.db.id
+        block.client = client
+        block.write = cmd.write
+        self.blocking.park(block)
+        client.blocked = block
+        if block.timeout_ms > 0:
+            block.timer = self.loop.call_later(block.timeout_ms / 1000, self.timeout_block, block)
+        return BLOCKED
+
+    def timeout_block(self, block: Block) -> None:
+        block.timer = None
+        self.unblock(block, block.on_timeout)
+
+    def unblock(self, block: Block, reply) -> None:
+        self.blocking.unpark(block)
+        block.client.resume(reply)
+
+    def serve_ready(self) -> None:
+        """Retry the clients blocked on keys touched since the last call, FIFO per key."""
+        blocking = self.blocking
+        self.clock()
+        while blocking.ready:
+            ready, blocking.ready = blocking.ready, set()
+            for db, key in ready:
+                for block in list(blocking.waiters.get((db, key), ())):
+                    if block.client.blocked is not block:
+                        continue
+                    try:
+                        result = block.attempt()
+                    except ReplyError as exc:
+                        self.unblock(block, self.error(exc.message))
+                        continue
+                    if result is None:
+                        continue
+                    if block.write:
+                        result, effects = result
+                        if effects:
+                            self.after_write(db, effects)
+                    self.unblock(block, result)
+
+    # -- monitors ----------------------------------------------------------
+
+    def feed_monitors(self, client, argv: list[bytes]) -> None:
+        from .commands.server import monitor_line
+
+        line = monitor_line(client, argv, time.time())
+        for monitor in self.monitors:
+            if monitor is not client:
+                monitor.push_raw(line)
+
+
+def _unknown_command(argv: list[bytes]) -> str:
+    """Redis's text: each argument quoted and followed by a space, 128 chars at most."""
+    name = argv[0].decode(errors="replace")[:128]
+    args = ""
+    for arg in argv[1:]:
+        if len(args) >= 128:
+            break
+        args += f"'{arg.decode(errors='replace')[: 128 - len(args)]}' "
+    return f"ERR unknown command '{name}', with args beginning with: {args}"

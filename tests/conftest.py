@@ -1,0 +1,51 @@
+"""Fixtures: one real Millrace process per test module, and real Redis as the oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.servers import redis_server_path, start_millrace, start_redis
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A Millrace server process shared by the tests of one module."""
+    proc = start_millrace()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def r(server, request):
+    """A redis-py client in RESP2 and then RESP3, on a flushed server."""
+    client = server.client(protocol=request.param)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def r2(server):
+    """A RESP2 client on a flushed server."""
+    client = server.client(protocol=2)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def oracle_server():
+    """Debian's redis-server, for differential tests."""
+    if redis_server_path() is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server); differential tests need it")
+    proc = start_redis()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def oracle(oracle_server):
+    client = oracle_server.client(protocol=2)
+    client.flushall()
+    yield client
+    client.close()
