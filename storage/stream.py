@@ -1,0 +1,544 @@
+"""The stream data type: entries in nodes, like Redis's radix tree of listpacks.
+
+A stream is a sorted list of nodes plus a parallel list of their keys (the ID
+of the first entry ever inserted into the node, Redis's "master ID"), searched
+with bisect. The last node is open (plain Python lists, cheap to append to);
+every other node is sealed: its IDs and values are packed with msgpack, field
+names stored once per node (Redis's master entry) and only the values kept
+for entries with the same fields. Sealed nodes are unpacked on demand into a
+small LRU cache.
+
+Node boundaries follow Redis exactly, because approximate trimming (`~`) and
+LIMIT remove only whole nodes and users see the resulting lengths: a new node
+starts when the tail holds `stream-node-max-entries` entries (live plus
+deleted) or when its listpack would reach `stream-node-max-bytes`. To decide
+the latter the node keeps `lp_bytes`, the size the same entries take in a
+Redis listpack (computed from listpack's encoding rules, see `_str_size`).
+Deleted entries are removed from the node's lists, but counted in `deleted`
+as Redis counts its tombstones, and `last_id` keeps the ID of the last entry
+ever appended (a tombstone still bounds the node in Redis).
+
+Counters have Redis 7's meanings: `entries_added` counts every entry ever
+added, `max_deleted_entry_id` is the largest ID removed by XDEL (trimming does
+not change it), `first_id` is the first live entry's ID (0 when empty).
+"""
+
+from __future__ import annotations
+
+import sys
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+
+import msgpack
+
+from protocol.errors import ReplyError
+
+from .stream_id import MAX_ID, SEQ_MASK, U64_MAX
+
+LISTPACK_MAX_SIZE = 1 << 30  # STREAM_LISTPACK_MAX_SIZE
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
+
+EXHAUSTED = "ERR The stream has exhausted the last possible ID, unable to add more items"
+ID_TOO_SMALL = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+TOO_LARGE = "ERR Elements are too large to be stored"
+
+
+# -- listpack sizes --------------------------------------------------------
+
+
+def _int_size(value: int) -> int:
+    """Bytes of an integer element in a listpack, backlen included."""
+    if 0 <= value <= 127:
+        return 2
+    if -4096 <= value <= 4095:
+        return 3
+    if -32768 <= value <= 32767:
+        return 4
+    if -8388608 <= value <= 8388607:
+        return 5
+    if -2147483648 <= value <= 2147483647:
+        return 6
+    return 10
+
+
+def _str_size(text: bytes) -> int:
+    """Bytes of a string element in a listpack: integers are stored as integers."""
+    n = len(text)
+    if n <= 20 and n and (text.isdigit() or (text[0] == 45 and text[1:].isdigit())):
+        if n == 1 or (text[0] != 48 and text[:2] != b"-0"):
+            value = int(text)
+            if _I64_MIN <= value <= _I64_MAX:
+                return _int_size(value)
+    if n < 64:
+        enc = 1 + n
+    elif n < 4096:
+        enc = 2 + n
+    else:
+        enc = 5 + n
+    if enc <= 127:
+        return enc + 1
+    if enc < 16383:
+        return enc + 2
+    if enc < 2097151:
+        return enc + 3
+    if enc < 268435455:
+        return enc + 4
+    return enc + 5
+
+
+def _i64(value: int) -> int:
+    """An unsigned 64-bit difference as the signed value listpack stores."""
+    value &= U64_MAX
+    return value - (1 << 64) if value > _I64_MAX else value
+
+
+# -- nodes -----------------------------------------------------------------
+
+
+class Node:
+    """One macro node: Redis's listpack keyed by its master ID in the radix tree."""
+
+    __slots__ = ("master_id", "fields", "ids", "rows", "packed", "count", "deleted", "lp_bytes", "last_id")
+
+    def __init__(self, master_id: int, fields: tuple[bytes, ...]) -> None:
+        self.master_id = master_id
+        self.fields = fields  # the master entry's field names
+        self.ids: list[int] | None = []  # open node: live entry IDs
+        self.rows: list[list] | None = []  # open node: values, or [None, f1, v1, ...]
+        self.packed: bytes | None = None  # sealed node
+        self.count = 0  # live entries
+        self.deleted = 0  # tombstones, as Redis counts them
+        self.lp_bytes = 0  # the size of the same data as a Redis listpack
+        self.last_id = master_id  # last entry ever appended, tombstone or not
+
+
+def _pack(node: Node, ids: list[int], rows: list[list]) -> bytes:
+    """IDs as (ms delta from the previous entry, seq) pairs, then the rows."""
+    deltas = []
+    prev_ms = node.master_id >> 64
+    for entry_id in ids:
+        ms = entry_id >> 64
+        deltas.append(ms - prev_ms)
+        deltas.append(entry_id & SEQ_MASK)
+        prev_ms = ms
+    return msgpack.packb((deltas, rows), use_bin_type=True)
+
+
+def _unpack(node: Node) -> tuple[list[int], list[list]]:
+    deltas, rows = msgpack.unpackb(node.packed, raw=False)
+    ids = []
+    ms = node.master_id >> 64
+    append = ids.append
+    for i in range(0, len(deltas), 2):
+        ms += deltas[i]
+        append((ms << 64) | deltas[i + 1])
+    return ids, rows
+
+
+_DECODED: OrderedDict[Node, tuple[list[int], list[list]]] = OrderedDict()
+_DECODED_MAX = 64
+
+
+def _decoded(node: Node) -> tuple[list[int], list[list]]:
+    """The node's (ids, rows), unpacking a sealed node through the LRU cache."""
+    ids = node.ids
+    if ids is not None:
+        return ids, node.rows
+    cached = _DECODED.get(node)
+    if cached is not None:
+        _DECODED.move_to_end(node)
+        return cached
+    cached = _unpack(node)
+    _DECODED[node] = cached
+    if len(_DECODED) > _DECODED_MAX:
+        _DECODED.popitem(last=False)
+    return cached
+
+
+def _expand(fields: tuple[bytes, ...], row: list) -> list[bytes]:
+    """A row back to the flat [field, value, ...] list."""
+    if row[0] is None:
+        return row[1:]
+    out = [None] * (2 * len(row))
+    out[0::2] = fields
+    out[1::2] = row
+    return out
+
+
+# -- the stream --------------------------------------------------------------
+
+
+class Stream:
+    """A Redis stream: nodes of entries plus Redis 7's counters."""
+
+    TYPE = "stream"
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields")
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.keys: list[int] = []  # nodes[i].master_id, for bisect
+        self.length = 0
+        self.last_id = 0
+        self.first_id = 0
+        self.max_deleted_entry_id = 0
+        self.entries_added = 0
+        self.groups: dict[bytes, object] = {}  # consumer groups, in creation order
+        self._fields: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}  # interned master fields
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"<Stream length={self.length} nodes={len(self.nodes)}>"
+
+    # -- adding ------------------------------------------------------------
+
+    def next_id(self, now_ms: int, ms: int | None = None, seq: int | None = None) -> int:
+        """The ID XADD uses for `*` (ms None), `ms-*` (seq None) or `ms-seq`; Redis's errors."""
+        last = self.last_id
+        if last == MAX_ID:
+            raise ReplyError(EXHAUSTED)
+        if ms is None:
+            new = now_ms << 64 if now_ms > last >> 64 else last + 1
+        elif seq is None:
+            if last >> 64 == ms:
+                if last & SEQ_MASK == U64_MAX:
+                    raise ReplyError(ID_TOO_SMALL)
+                new = last + 1
+            else:
+                new = ms << 64
+        else:
+            new = (ms << 64) | seq
+        if new <= last:
+            raise ReplyError(ID_TOO_SMALL)
+        return new
+
+    def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
+        """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
+        total = 0
+        for item in flat:
+            total += len(item)
+        if total > LISTPACK_MAX_SIZE:
+            raise ReplyError(TOO_LARGE)
+        nodes = self.nodes
+        node = nodes[-1] if nodes else None
+        if node is not None:
+            limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+            if node.lp_bytes + total >= limit or (max_entries and node.count + node.deleted >= max_entries):
+                self._seal(node)
+                node = None
+        names = tuple(flat[0::2])
+        nfields = len(names)
+        if node is None:
+            names = self._fields.setdefault(names, names)
+            node = Node(entry_id, names)
+            size = 13 + _int_size(nfields)  # header, end, count=1, deleted=0, the 0 terminator
+            for name in names:
+                size += _str_size(name)
+            node.lp_bytes = size
+            nodes.append(node)
+            self.keys.append(entry_id)
+            same = True
+        else:
+            if node.ids is None:
+                self._unseal(node)
+            count = node.count
+            node.lp_bytes += _int_size(count + 1) - _int_size(count)
+            same = names == node.fields
+        master = node.master_id
+        size = 2 + _int_size(_i64((entry_id >> 64) - (master >> 64))) + _int_size(_i64((entry_id & SEQ_MASK) - (master & SEQ_MASK)))
+        if same:
+            row = flat[1::2]
+            for value in row:
+                size += _str_size(value)
+            size += _int_size(nfields + 3)
+        else:
+            row = [None, *flat]
+            for item in flat:
+                size += _str_size(item)
+            size += _int_size(nfields) + _int_size(2 * nfields + 4)
+        node.lp_bytes += size
+        node.count += 1
+        node.ids.append(entry_id)
+        node.rows.append(row)
+        node.last_id = entry_id
+        self.length += 1
+        self.entries_added += 1
+        self.last_id = entry_id
+        if self.length == 1:
+            self.first_id = entry_id
+
+    def _seal(self, node: Node) -> None:
+        if node.ids is None:
+            return
+        ids, rows = node.ids, node.rows
+        node.packed = _pack(node, ids, rows)
+        node.ids = node.rows = None
+        _DECODED[node] = (ids, rows)
+        if len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
+
+    def _unseal(self, node: Node) -> None:
+        ids, rows = _decoded(node)
+        _DECODED.pop(node, None)
+        node.ids, node.rows, node.packed = ids, rows, None
+
+    def _repack(self, node: Node, ids: list[int], rows: list[list]) -> None:
+        """Store a sealed node's lists again after entries were removed from them."""
+        if node.ids is None:
+            node.packed = _pack(node, ids, rows)
+
+    # -- reading -----------------------------------------------------------
+
+    def range(self, start: int, end: int, count: int | None = None, rev: bool = False) -> list[tuple[int, list[bytes]]]:
+        """Live entries with start <= id <= end, oldest first (newest first if rev)."""
+        out: list[tuple[int, list[bytes]]] = []
+        if start > end or not self.length:
+            return out
+        nodes, keys = self.nodes, self.keys
+        if not rev:
+            first = bisect_right(keys, start) - 1
+            for i in range(max(first, 0), len(nodes)):
+                node = nodes[i]
+                if node.master_id > end:
+                    break
+                ids, rows = _decoded(node)
+                fields = node.fields
+                stop = bisect_right(ids, end)
+                for j in range(bisect_left(ids, start), stop):
+                    out.append((ids[j], _expand(fields, rows[j])))
+                    if count and len(out) >= count:
+                        return out
+                if stop < len(ids):
+                    break
+        else:
+            i = bisect_right(keys, end) - 1
+            while i >= 0:
+                node = nodes[i]
+                ids, rows = _decoded(node)
+                fields = node.fields
+                j = bisect_right(ids, end) - 1
+                low = bisect_left(ids, start)
+                while j >= low:
+                    out.append((ids[j], _expand(fields, rows[j])))
+                    if count and len(out) >= count:
+                        return out
+                    j -= 1
+                if low > 0 or node.master_id < start:
+                    break
+                i -= 1
+        return out
+
+    def get(self, entry_id: int) -> list[bytes] | None:
+        """The fields of a live entry, or None."""
+        i = bisect_right(self.keys, entry_id) - 1
+        if i < 0:
+            return None
+        node = self.nodes[i]
+        ids, rows = _decoded(node)
+        j = bisect_left(ids, entry_id)
+        if j < len(ids) and ids[j] == entry_id:
+            return _expand(node.fields, rows[j])
+        return None
+
+    def first_entry(self) -> tuple[int, list[bytes]] | None:
+        for node in self.nodes:
+            ids, rows = _decoded(node)
+            if ids:
+                return ids[0], _expand(node.fields, rows[0])
+        return None
+
+    def last_entry(self) -> tuple[int, list[bytes]] | None:
+        for node in reversed(self.nodes):
+            ids, rows = _decoded(node)
+            if ids:
+                return ids[-1], _expand(node.fields, rows[-1])
+        return None
+
+    def last_valid_id(self) -> int:
+        """The ID of the last live entry (streamLastValidID); 0 when empty."""
+        for node in reversed(self.nodes):
+            ids, _rows = _decoded(node)
+            if ids:
+                return ids[-1]
+        return 0
+
+    def _first_valid_id(self) -> int:
+        for node in self.nodes:
+            ids, _rows = _decoded(node)
+            if ids:
+                return ids[0]
+        return 0
+
+    # -- removing ----------------------------------------------------------
+
+    def delete(self, entry_ids: list[int]) -> list[int]:
+        """XDEL: remove the live entries among entry_ids; returns those removed, in order."""
+        removed: list[int] = []
+        dirty: dict[Node, tuple[list[int], list[list]]] = {}
+        first_deleted = False
+        nodes, keys = self.nodes, self.keys
+        for entry_id in entry_ids:
+            i = bisect_right(keys, entry_id) - 1
+            if i < 0:
+                continue
+            node = nodes[i]
+            ids, rows = dirty.get(node) or _decoded(node)
+            j = bisect_left(ids, entry_id)
+            if j == len(ids) or ids[j] != entry_id:
+                continue
+            if node.count == 1:
+                del nodes[i]
+                del keys[i]
+                dirty.pop(node, None)
+                _DECODED.pop(node, None)
+            else:
+                del ids[j]
+                del rows[j]
+                self._count_tombstones(node, 1)
+                dirty[node] = (ids, rows)
+            self.length -= 1
+            if entry_id == self.first_id:
+                first_deleted = True
+            if entry_id > self.max_deleted_entry_id:
+                self.max_deleted_entry_id = entry_id
+            removed.append(entry_id)
+        for node, (ids, rows) in dirty.items():
+            self._repack(node, ids, rows)
+        if removed:
+            if self.length == 0:
+                self.first_id = 0
+            elif first_deleted:
+                self.first_id = self._first_valid_id()
+        return removed
+
+    @staticmethod
+    def _count_tombstones(node: Node, k: int) -> None:
+        """k live entries of node became tombstones: Redis rewrites both counters."""
+        count, deleted = node.count, node.deleted
+        node.lp_bytes += _int_size(count - k) - _int_size(count) + _int_size(deleted + k) - _int_size(deleted)
+        node.count = count - k
+        node.deleted = deleted + k
+
+    def trim(self, maxlen: int | None = None, minid: int | None = None, approx: bool = False, limit: int = 0) -> int:
+        """streamTrim: remove the oldest entries by MAXLEN or MINID; returns how many.
+
+        Whole nodes go first; `approx` stops at the first node that cannot go
+        entirely, `limit` (0: none) caps the entries removed in whole nodes.
+        """
+        nodes = self.nodes
+        deleted = 0
+        gone = 0  # whole nodes removed from the head
+        by_len = maxlen is not None
+        while gone < len(nodes):
+            if by_len and self.length <= maxlen:
+                break
+            node = nodes[gone]
+            entries = node.count
+            if limit and deleted + entries > limit:
+                break
+            if by_len:
+                remove = self.length - entries >= maxlen
+            else:
+                remove = node.last_id < minid
+            if remove:
+                self.length -= entries
+                deleted += entries
+                gone += 1
+                continue
+            if approx:
+                break
+            ids, rows = _decoded(node)
+            k = self.length - maxlen if by_len else bisect_left(ids, minid)
+            if k:
+                del ids[:k]
+                del rows[:k]
+                self._count_tombstones(node, k)
+                self._repack(node, ids, rows)
+                self.length -= k
+                deleted += k
+            break
+        if gone:
+            for node in nodes[:gone]:
+                _DECODED.pop(node, None)
+            del nodes[:gone]
+            del self.keys[:gone]
+        if self.length == 0:
+            self.first_id = 0
+        elif deleted:
+            self.first_id = self._first_valid_id()
+        return deleted
+
+    # -- XSETID ------------------------------------------------------------
+
+    def set_id(self, last_id: int, entries_added: int = -1, max_deleted_entry_id: int = 0) -> None:
+        """XSETID's checks against the stream (the argument checks are the caller's)."""
+        if last_id < self.max_deleted_entry_id:
+            raise ReplyError("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id")
+        if self.length:
+            if last_id < self.last_valid_id():
+                raise ReplyError("ERR The ID specified in XSETID is smaller than the target stream top item")
+            if entries_added != -1 and self.length > entries_added:
+                raise ReplyError("ERR The entries_added specified in XSETID is smaller than the target stream length")
+        self.last_id = last_id
+        if entries_added != -1:
+            self.entries_added = entries_added
+        if max_deleted_entry_id:
+            self.max_deleted_entry_id = max_deleted_entry_id
+
+    # -- introspection -----------------------------------------------------
+
+    def radix_tree_keys(self) -> int:
+        return len(self.nodes)
+
+    def radix_tree_nodes(self) -> int:
+        """Nodes of a compressed radix tree over the 16-byte big-endian node keys.
+
+        Redis's rax reports its real node count; this is the count of an
+        ideally compressed rax over the same keys, which is what rax builds
+        for appended keys (deletions may leave Redis with a few more).
+        """
+        keys = [k.to_bytes(16, "big") for k in self.keys]
+        if not keys:
+            return 1
+        return _rax_nodes(keys, 0, len(keys), 0)
+
+    def memory_usage(self) -> int:
+        """Bytes this stream takes in this process (objects, packed nodes, lists)."""
+        size = sys.getsizeof(self) + sys.getsizeof(self.nodes) + sys.getsizeof(self.keys)
+        for key in self.keys:
+            size += sys.getsizeof(key)
+        for node in self.nodes:
+            size += sys.getsizeof(node) + sys.getsizeof(node.master_id) + sys.getsizeof(node.last_id)
+            if node.packed is not None:
+                size += sys.getsizeof(node.packed)
+            else:
+                size += sys.getsizeof(node.ids) + sys.getsizeof(node.rows)
+                for entry_id, row in zip(node.ids, node.rows, strict=True):
+                    size += sys.getsizeof(entry_id) + sys.getsizeof(row)
+                    for item in row:
+                        size += sys.getsizeof(item)
+        for names in self._fields:
+            size += sys.getsizeof(names) + sum(sys.getsizeof(name) for name in names)
+        return size
+
+
+def _rax_nodes(keys: list[bytes], lo: int, hi: int, depth: int) -> int:
+    """Nodes under a rax node reached after `depth` bytes, for keys[lo:hi] (sorted)."""
+    if hi - lo == 1:
+        return 1 if depth == 16 else 2  # a leaf, or a compressed node plus the leaf
+    first, last = keys[lo], keys[hi - 1]
+    split = depth
+    while first[split] == last[split]:
+        split += 1
+    total = (1 if split > depth else 0) + 1  # a compressed prefix, then the branching node
+    i = lo
+    while i < hi:
+        byte = keys[i][split]
+        j = i + 1
+        while j < hi and keys[j][split] == byte:
+            j += 1
+        total += _rax_nodes(keys, i, j, split + 1)
+        i = j
+    return total

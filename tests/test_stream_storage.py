@@ -1,0 +1,375 @@
+"""storage.stream without sockets: IDs, nodes, ranges, trims, counters, and a list model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import ReplyError
+from storage.stream import Stream, _str_size
+from storage.stream_id import INVALID_ID, MAX_ID, format_id, make_id, parse_id, parse_strict_id, parse_xadd_id
+
+# -- IDs -----------------------------------------------------------------------
+
+
+def test_parse_id_forms():
+    assert parse_id(b"5-3") == make_id(5, 3)
+    assert parse_id(b"5") == make_id(5, 0)
+    assert parse_id(b"5", missing_seq=2**64 - 1) == make_id(5, 2**64 - 1)
+    assert parse_id(b"-") == 0
+    assert parse_id(b"+") == MAX_ID
+    assert parse_id(b"18446744073709551615-18446744073709551615") == MAX_ID
+    # string2ull's strtoull fallback, as in Redis
+    assert parse_id(b"007-1") == make_id(7, 1)
+    assert parse_id(b"+7- 1") == make_id(7, 1)
+    for bad in (b"", b"x", b"1-x", b"1-2-3", b"18446744073709551616", b"-1", b"1--1", b"1-", b"a" * 200):
+        with pytest.raises(ReplyError) as err:
+            parse_id(bad)
+        assert err.value.message == INVALID_ID
+    for bad in (b"-", b"+"):
+        with pytest.raises(ReplyError):
+            parse_strict_id(bad)
+
+
+def test_parse_xadd_id():
+    assert parse_xadd_id(b"5-*") == (5, None)
+    assert parse_xadd_id(b"5-6") == (5, 6)
+    assert parse_xadd_id(b"5") == (5, 0)
+    for bad in (b"-*", b"5-5-*", b"x-*", b"+", b"-"):
+        with pytest.raises(ReplyError):
+            parse_xadd_id(bad)
+
+
+def test_format_id():
+    assert format_id(make_id(1700000000000, 7)) == b"1700000000000-7"
+    assert format_id(MAX_ID) == b"18446744073709551615-18446744073709551615"
+
+
+def test_next_id_rules():
+    s = Stream()
+    assert s.next_id(1000) == make_id(1000, 0)
+    s.append(make_id(1000, 0), [b"f", b"v"])
+    assert s.next_id(999) == make_id(1000, 1)  # the clock never goes back
+    assert s.next_id(2000) == make_id(2000, 0)
+    assert s.next_id(0, 1000, None) == make_id(1000, 1)
+    assert s.next_id(0, 1001, None) == make_id(1001, 0)
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        s.next_id(0, 1000, 0)
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        s.next_id(0, 999, None)
+    s.append(make_id(1000, 2**64 - 1), [b"f", b"v"])
+    with pytest.raises(ReplyError, match="equal or smaller"):
+        s.next_id(0, 1000, None)
+    assert s.next_id(5) == make_id(1001, 0)
+    s.append(MAX_ID, [b"f", b"v"])
+    with pytest.raises(ReplyError, match="exhausted"):
+        s.next_id(5)
+
+
+# -- listpack sizes --------------------------------------------------------------
+
+
+def test_listpack_string_sizes():
+    assert _str_size(b"0") == 2
+    assert _str_size(b"127") == 2
+    assert _str_size(b"128") == 3
+    assert _str_size(b"-1") == 3
+    assert _str_size(b"1234") == 3
+    assert _str_size(b"40000") == 5
+    assert _str_size(b"9223372036854775807") == 10
+    assert _str_size(b"9223372036854775808") == 1 + 19 + 1  # too big: a string
+    assert _str_size(b"01") == 4  # not canonical: a string
+    assert _str_size(b"-0") == 4
+    assert _str_size(b"10.5") == 6
+    assert _str_size(b"x" * 63) == 65
+    assert _str_size(b"x" * 64) == 66 + 1  # 2-byte header, 2-byte backlen
+    assert _str_size(b"x" * 5000) == 5005 + 2
+
+
+# -- nodes -----------------------------------------------------------------------
+
+
+def fill(s: Stream, n: int, start: int = 1, max_entries: int = 100, max_bytes: int = 4096, value: bytes = b"v") -> None:
+    for i in range(start, start + n):
+        s.append(make_id(i, 0), [b"f", value], max_entries, max_bytes)
+
+
+def test_nodes_split_by_entries():
+    s = Stream()
+    fill(s, 250)
+    assert [n.count for n in s.nodes] == [100, 100, 50]
+    assert s.keys == [make_id(1, 0), make_id(101, 0), make_id(201, 0)]
+    assert s.nodes[0].packed is not None and s.nodes[2].packed is None
+
+
+def test_nodes_split_by_bytes():
+    s = Stream()
+    fill(s, 30, value=b"x" * 300, max_bytes=4096)
+    # each entry is ~300 listpack bytes: the node closes before reaching 4096 bytes
+    assert all(n.lp_bytes < 4096 for n in s.nodes)
+    assert len(s.nodes) == 3 and s.nodes[0].count == 13
+
+
+def test_deleted_entries_still_fill_the_node():
+    s = Stream()
+    fill(s, 60)
+    assert s.delete([make_id(i, 0) for i in range(1, 51)]) == [make_id(i, 0) for i in range(1, 51)]
+    fill(s, 50, start=61)
+    assert [n.count for n in s.nodes] == [50, 10]
+    assert s.nodes[0].deleted == 50
+
+
+def test_node_removed_when_last_live_entry_deleted():
+    s = Stream()
+    fill(s, 101)
+    s.delete([make_id(101, 0)])
+    assert len(s.nodes) == 1
+    # the full sealed node is the tail again: the next entry opens a new node
+    fill(s, 1, start=200)
+    assert len(s.nodes) == 2
+
+
+def test_append_to_reopened_sealed_node():
+    s = Stream()
+    s.append(make_id(1, 0), [b"f", b"x" * 3000])
+    s.append(make_id(2, 0), [b"f", b"x" * 3000])  # too big for the first node
+    s.delete([make_id(2, 0)])
+    s.append(make_id(3, 0), [b"f", b"y"])  # small enough for node 1, sealed before
+    assert len(s.nodes) == 1 and s.nodes[0].count == 2
+    assert s.range(0, MAX_ID) == [(make_id(1, 0), [b"f", b"x" * 3000]), (make_id(3, 0), [b"f", b"y"])]
+
+
+def test_fields_kept_per_entry():
+    s = Stream()
+    s.append(make_id(1, 0), [b"a", b"1", b"b", b"2"])
+    s.append(make_id(2, 0), [b"a", b"3", b"a", b"4"])  # duplicate fields are kept
+    s.append(make_id(3, 0), [b"b", b"5", b"a", b"6"])
+    s.append(make_id(4, 0), [b"a", b"7", b"b", b"8"])
+    fill(s, 100, start=10)  # seal the first node
+    assert s.get(make_id(2, 0)) == [b"a", b"3", b"a", b"4"]
+    assert s.get(make_id(3, 0)) == [b"b", b"5", b"a", b"6"]
+    assert s.get(make_id(4, 0)) == [b"a", b"7", b"b", b"8"]
+    assert s.get(make_id(5, 0)) is None
+
+
+def test_range_bounds_count_and_reverse():
+    s = Stream()
+    fill(s, 350)
+    ids = [make_id(i, 0) for i in range(1, 351)]
+    assert [e[0] for e in s.range(0, MAX_ID)] == ids
+    assert [e[0] for e in s.range(make_id(99, 0), make_id(205, 0))] == ids[98:205]
+    assert [e[0] for e in s.range(make_id(99, 0), make_id(205, 0), rev=True)] == ids[98:205][::-1]
+    assert [e[0] for e in s.range(make_id(150, 1), MAX_ID, count=3)] == ids[150:153]
+    assert [e[0] for e in s.range(0, make_id(300, 0), count=4, rev=True)] == ids[299:295:-1]
+    assert s.range(make_id(5, 0), make_id(4, 0)) == []
+
+
+# -- trimming ----------------------------------------------------------------------
+
+
+def test_exact_and_approximate_maxlen():
+    s = Stream()
+    fill(s, 1000)
+    assert s.trim(maxlen=950, approx=True) == 0  # 50 would cut into the first node
+    assert s.trim(maxlen=899, approx=True) == 100
+    assert s.trim(maxlen=850) == 50
+    assert len(s) == 850 and s.first_id == make_id(151, 0)
+    assert s.nodes[0].count == 50 and s.nodes[0].deleted == 50
+    # LIMIT counts entries of whole nodes
+    assert s.trim(maxlen=0, approx=True, limit=300) == 250
+    assert len(s) == 600
+
+
+def test_minid_uses_the_node_tail_tombstone_included():
+    s = Stream()
+    fill(s, 200)
+    s.delete([make_id(100, 0)])  # tombstone at the end of node 1
+    assert s.trim(minid=make_id(100, 0), approx=True) == 0  # node 1's last id (100) is not < 100
+    assert s.trim(minid=make_id(101, 0), approx=True) == 99
+    assert s.first_id == make_id(101, 0)
+
+
+def test_exact_minid_can_leave_an_empty_node():
+    s = Stream()
+    fill(s, 150)
+    s.delete([make_id(100, 0)])
+    assert s.trim(minid=make_id(100, 0)) == 99
+    assert s.nodes[0].count == 0 and len(s.nodes) == 2
+    assert s.first_id == make_id(101, 0)
+    assert s.range(0, MAX_ID, count=1) == [(make_id(101, 0), [b"f", b"v"])]
+
+
+def test_counters():
+    s = Stream()
+    fill(s, 10)
+    assert (s.entries_added, s.first_id, s.max_deleted_entry_id) == (10, make_id(1, 0), 0)
+    s.delete([make_id(1, 0), make_id(5, 0), make_id(99, 0)])
+    assert s.first_id == make_id(2, 0) and s.max_deleted_entry_id == make_id(5, 0)
+    s.trim(maxlen=2)
+    assert s.max_deleted_entry_id == make_id(5, 0)  # trimming does not count as deleting
+    assert s.first_id == make_id(9, 0) and s.entries_added == 10
+    s.trim(maxlen=0)
+    assert (len(s), s.first_id, s.last_id) == (0, 0, make_id(10, 0))
+
+
+def test_set_id_checks():
+    s = Stream()
+    fill(s, 3)
+    s.delete([make_id(2, 0)])
+    with pytest.raises(ReplyError, match="smaller than current max_deleted_entry_id"):
+        s.set_id(make_id(1, 0))
+    with pytest.raises(ReplyError, match="smaller than the target stream top item"):
+        s.set_id(make_id(2, 5))
+    with pytest.raises(ReplyError, match="entries_added specified in XSETID is smaller"):
+        s.set_id(make_id(5, 0), entries_added=1)
+    s.set_id(make_id(5, 0), entries_added=7, max_deleted_entry_id=make_id(4, 0))
+    assert (s.last_id, s.entries_added, s.max_deleted_entry_id) == (make_id(5, 0), 7, make_id(4, 0))
+
+
+def test_radix_tree_nodes_shape():
+    s = Stream()
+    assert s.radix_tree_nodes() == 1
+    fill(s, 1)
+    assert s.radix_tree_nodes() == 2
+    fill(s, 100, start=2)
+    assert len(s.nodes) == 2 and s.radix_tree_nodes() == 6
+    fill(s, 899, start=102)
+    assert s.radix_tree_nodes() == 26  # what Redis 7 reports for the same keys
+    s.trim(maxlen=500, approx=True)
+    assert s.radix_tree_nodes() == 14
+
+
+def test_memory_is_packed():
+    s = Stream()
+    for i in range(20000):
+        s.append(make_id(1700000000000 + i // 3, i % 3), [b"sensor-id", b"1234", b"temperature", b"10.5"])
+    assert s.memory_usage() / 20000 < 40
+
+
+# -- property test against a list model -----------------------------------------------
+
+
+class Model:
+    """Entries in a list plus Redis's node bookkeeping by entry counts alone."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self.entries: list[tuple[int, list[bytes]]] = []
+        self.nodes: list[dict] = []  # {"live": [ids], "dead": n, "last": id}
+        self.last_id = self.first_id = self.max_deleted = self.added = 0
+
+    def add(self, entry_id: int, flat: list[bytes]) -> None:
+        self.entries.append((entry_id, flat))
+        tail = self.nodes[-1] if self.nodes else None
+        if tail is None or len(tail["live"]) + tail["dead"] >= self.max_entries:
+            tail = {"live": [], "dead": 0, "last": entry_id}
+            self.nodes.append(tail)
+        tail["live"].append(entry_id)
+        tail["last"] = entry_id
+        self.last_id, self.added = entry_id, self.added + 1
+        self._first()
+
+    def _first(self) -> None:
+        self.first_id = self.entries[0][0] if self.entries else 0
+
+    def delete(self, ids: list[int]) -> int:
+        n = 0
+        for entry_id in ids:
+            for k, (eid, _f) in enumerate(self.entries):
+                if eid == entry_id:
+                    del self.entries[k]
+                    node = next(nd for nd in self.nodes if entry_id in nd["live"])
+                    if len(node["live"]) == 1:
+                        self.nodes.remove(node)
+                    else:
+                        node["live"].remove(entry_id)
+                        node["dead"] += 1
+                    self.max_deleted = max(self.max_deleted, entry_id)
+                    n += 1
+                    break
+        self._first()
+        return n
+
+    def trim(self, maxlen, minid, approx, limit) -> int:
+        removed = 0
+        while self.nodes:
+            if maxlen is not None and len(self.entries) <= maxlen:
+                break
+            node = self.nodes[0]
+            live = len(node["live"])
+            if limit and removed + live > limit:
+                break
+            whole = len(self.entries) - live >= maxlen if maxlen is not None else node["last"] < minid
+            if whole:
+                self._drop(node["live"])
+                self.nodes.pop(0)
+                removed += live
+                continue
+            if approx:
+                break
+            victims = node["live"][: len(self.entries) - maxlen] if maxlen is not None else [i for i in node["live"] if i < minid]
+            self._drop(victims)
+            node["live"] = node["live"][len(victims):]
+            node["dead"] += len(victims)
+            removed += len(victims)
+            break
+        self._first()
+        return removed
+
+    def _drop(self, ids) -> None:
+        gone = set(ids)
+        self.entries = [e for e in self.entries if e[0] not in gone]
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(1, 4), st.lists(st.sampled_from([b"a", b"b", b"7", b"x" * 70]), min_size=1, max_size=3)),
+        st.tuples(st.just("del"), st.lists(st.integers(0, 400), min_size=1, max_size=4)),
+        st.tuples(st.just("maxlen"), st.integers(0, 300), st.booleans(), st.sampled_from([0, 0, 5, 30])),
+        st.tuples(st.just("minid"), st.integers(0, 400), st.booleans(), st.sampled_from([0, 0, 5, 30])),
+        st.tuples(st.just("range"), st.integers(0, 400), st.integers(0, 400), st.integers(0, 5), st.booleans()),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=ops, max_entries=st.sampled_from([1, 3, 10, 100]))
+def test_matches_list_model(ops, max_entries):
+    s, m = Stream(), Model(max_entries)
+    seq = 0
+    for op in ops:
+        kind = op[0]
+        if kind == "add":
+            for _ in range(op[1]):
+                seq += 1
+                entry_id = make_id(seq // 2, seq % 2)
+                flat = [x for f in op[2] for x in (f, f + b"v")]
+                s.append(entry_id, flat, max_entries, 0)
+                m.add(entry_id, flat)
+        elif kind == "del":
+            ids = [make_id(i // 2, i % 2) for i in op[1]]
+            assert len(s.delete(ids)) == m.delete(ids)
+        elif kind in ("maxlen", "minid"):
+            _kind, value, approx, limit = op
+            limit = limit if approx else 0
+            maxlen = value if kind == "maxlen" else None
+            minid = make_id(value // 2, value % 2) if kind == "minid" else None
+            assert s.trim(maxlen, minid, approx, limit) == m.trim(maxlen, minid, approx, limit)
+        else:
+            _kind, a, b, count, rev = op
+            lo, hi = make_id(a // 2, a % 2), make_id(b // 2, b % 2)
+            expected = [e for e in m.entries if lo <= e[0] <= hi]
+            if rev:
+                expected.reverse()
+            if count:
+                expected = expected[:count]
+            assert s.range(lo, hi, count, rev) == expected
+        assert s.range(0, MAX_ID) == m.entries
+        assert len(s) == len(m.entries)
+        assert (s.last_id, s.first_id, s.max_deleted_entry_id, s.entries_added) == (m.last_id, m.first_id, m.max_deleted, m.added)
+        assert [n.count for n in s.nodes] == [len(n["live"]) for n in m.nodes]
+        assert [n.deleted for n in s.nodes] == [n["dead"] for n in m.nodes]
+        for entry_id, flat in m.entries[:3] + m.entries[-3:]:
+            assert s.get(entry_id) == flat
