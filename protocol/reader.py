@@ -10,6 +10,8 @@ a huge declared length is refused at once rather than buffered for ever.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import hiredis
 
 from .errors import ProtocolError
@@ -90,7 +92,8 @@ class _HeaderCheck:
     """Walks the headers of one incomplete multibulk command as its bytes arrive.
 
     It validates what Redis validates before buffering a payload: the
-    multibulk count, the '$' type byte and each bulk length.
+    multibulk count, the '$' type byte and each bulk length. Once the last
+    header is seen the rest is payload and it has nothing more to check.
     """
 
     __slots__ = ("args", "skip", "line", "max_bulk")
@@ -103,42 +106,44 @@ class _HeaderCheck:
 
     def feed(self, data: bytes, pos: int) -> None:
         end = len(data)
-        while pos < end:
+        while pos < end and self.args != 0:
             if self.skip:
                 step = min(self.skip, end - pos)
                 self.skip -= step
                 pos += step
                 continue
-            nl = data.find(b"\r\n", pos)
-            if nl < 0:
-                self.line += data[pos:]
-                if len(self.line) > INLINE_MAX:
-                    raise ProtocolError("too big mbulk count string" if self.args is None else "too big bulk count string")
-                return
-            header = self.line + data[pos:nl]
+            if self.line[-1:] == b"\r" and data[pos] == 0x0A:  # CRLF split between reads
+                header, pos = self.line[:-1], pos + 1
+            else:
+                nl = data.find(b"\r\n", pos)
+                if nl < 0:
+                    self.line += data[pos:]
+                    if len(self.line) > INLINE_MAX:
+                        raise ProtocolError("too big mbulk count string" if self.args is None else "too big bulk count string")
+                    return
+                header, pos = self.line + data[pos:nl], nl + 2
             self.line = b""
-            pos = nl + 2
             if self.args is None:
-                try:
-                    count = int(header[1:])
-                except ValueError:
-                    raise ProtocolError("invalid multibulk length") from None
-                if count > INT_MAX:
+                if header[:1] != b"*" or not _canonical(header[1:]) or int(header[1:]) > INT_MAX:
                     raise ProtocolError("invalid multibulk length")
-                self.args = count
+                self.args = int(header[1:])
                 continue
             if header[:1] != b"$":
                 raise ProtocolError(f"expected '$', got '{header[:1].decode('latin-1')}'")
-            try:
-                size = int(header[1:])
-            except ValueError:
-                raise ProtocolError("invalid bulk length") from None
-            if size < 0 or size > self.max_bulk:
+            if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
                 raise ProtocolError("invalid bulk length")
             self.args -= 1
-            self.skip = size + 2
-            if self.args == 0:
-                return
+            self.skip = int(header[1:]) + 2
+
+
+def _canonical(digits: bytes) -> bool:
+    """A length as Redis's string2ll accepts it here: decimal, no sign, no leading zero."""
+    return digits.isdigit() and (digits[:1] != b"0" or digits == b"0")
+
+
+def encoded_size(commands: list) -> int:
+    """Bytes that `commands` take as canonical RESP requests (the rare paths only)."""
+    return sum(command_length(argv) for argv in commands)
 
 
 class RequestReader:
@@ -147,14 +152,21 @@ class RequestReader:
     `feed` returns the complete commands in the bytes read so far and, when the
     stream turns malformed, the Redis error text to answer before closing (the
     commands before the bad one still run, as in Redis).
+
+    hiredis does not say whether it stopped inside a command (its `has_data()`
+    is false after a complete element), so the reader keeps that fact itself:
+    `_fresh` (hiredis has parsed nothing since its last reset: an inline line
+    may start here) and `_carry` (bytes of the incomplete command fed so far,
+    -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_inline", "_carry", "_check", "max_bulk_len", "max_query_buffer")
+    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "max_bulk_len", "max_query_buffer")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
         self._inline = b""  # an inline line not yet ended
-        self._carry = 0  # bytes of the incomplete command hiredis holds
+        self._fresh = True
+        self._carry = 0
         self._check: _HeaderCheck | None = None
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
@@ -162,20 +174,24 @@ class RequestReader:
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         commands: list[list[bytes]] = []
         try:
-            self._feed(data, commands)
+            if self._fresh and (self._inline or data[:1] != b"*"):
+                self._feed_inline(data, commands)
+            else:
+                self._feed_multibulk(data, 0, commands)
         except ProtocolError as exc:
             return commands, f"ERR Protocol error: {exc}"
         return commands, None
 
-    def _feed(self, data: bytes, commands: list) -> None:
+    def _feed_inline(self, data: bytes, commands: list) -> None:
+        """Inline lines (`PING\\r\\n`, bare CRLFs) until a line that starts a multibulk."""
         if self._inline:
             data = self._inline + data
             self._inline = b""
         pos, end = 0, len(data)
         while pos < end:
-            if self._carry or data[pos] == _STAR:
-                pos = self._multibulk(data, pos, commands)
-                continue
+            if data[pos] == _STAR:
+                self._feed_multibulk(data, pos, commands)
+                return
             nl = data.find(b"\n", pos)
             if nl < 0:
                 if end - pos > INLINE_MAX:
@@ -187,62 +203,112 @@ class RequestReader:
             if args:
                 commands.append(args)
 
-    def _multibulk(self, data: bytes, pos: int, commands: list) -> int:
-        """Feed data[pos:] to hiredis; return where parsing must go on (end, or an inline line)."""
+    def _feed_multibulk(self, data: bytes, pos: int, commands: list) -> None:
+        """Feed data[pos:] to hiredis and collect the commands it completes."""
         reader = self._reader
         reader.feed(data, pos)
+        self._fresh = False
+        gets = reader.gets
         first = len(commands)
-        while True:
+        skipped = 0  # bytes of '*0' / '*-1' requests, which Redis ignores
+        last_skipped = False
+        try:
+            while (argv := gets()) is not False:
+                if argv:
+                    commands.append(argv)
+                    last_skipped = False
+                elif argv is None or type(argv) is list:
+                    skipped += 5 if argv is None else 4
+                    last_skipped = True
+                else:
+                    commands.append(argv)  # a top-level empty bulk: rejected below
+        except hiredis.ProtocolError:
+            # Bytes that are no RESP type: an inline line where a command may
+            # start, or garbage. Go on after the last complete command.
+            self._restart(data, pos, commands, first, skipped)
+            return
+        done = len(commands) > first
+        if done:
+            # Requests are arrays of bulk strings only: one C-level join checks
+            # every argument of the batch (it raises on ints, nulls and arrays).
             try:
-                argv = reader.gets()
-            except hiredis.ProtocolError:
-                # hiredis met something that is no RESP type byte: an inline line
-                # after a multibulk one, or garbage. Find where it starts.
-                self._reader = hiredis.Reader()
-                at = self._boundary(data, pos, commands, first)
-                self._carry, self._check = 0, None
-                if data[at] == _STAR:
-                    _HeaderCheck(self.max_bulk_len).feed(data, at)
-                    raise ProtocolError("invalid multibulk length") from None
-                return at
-            if argv is False:
-                break
-            if argv is None or not argv:
-                continue  # '*-1' and '*0' are skipped, as Redis does
-            if type(argv) is not list or not all(type(a) is bytes for a in argv):
-                self._reader = hiredis.Reader()
-                self._carry, self._check = 0, None
-                raise ProtocolError(_bad_element(argv))
-            commands.append(argv)
-        if not reader.has_data():
+                if len(commands) == first + 1:
+                    b"".join(commands[first])
+                else:
+                    b"".join(chain.from_iterable(commands[first:] if first else commands))
+            except TypeError:
+                self._reject(data, pos, commands, first, skipped)
+                return
+        if last_skipped:  # rare: no argument to check the end against, so count exactly
+            at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data) and not reader.has_data()
+        else:
+            at_boundary = self._ends_at_boundary(data, commands, done)
+        if at_boundary:
             self._carry, self._check = 0, None
-            return len(data)
-        # A command is still incomplete: check its headers so far.
-        start = self._boundary(data, pos, commands, first)
-        if start > pos or not self._carry or self._check is None:
+        else:
+            self._pending(data, pos, commands, first, skipped, done or skipped)
+
+    def _ends_at_boundary(self, data: bytes, commands: list, completed: int) -> bool:
+        """Whether hiredis stopped between commands; exact but for a payload crafted to mimic one."""
+        if not completed or self._reader.has_data() or data[-2:] != b"\r\n":
+            return False
+        last = commands[-1][-1]
+        end = len(data) - 2 - len(last)
+        return end >= 2 and data[end - 2 : end] == b"\r\n" and data.startswith(last, end)
+
+    def _pending(self, data: bytes, pos: int, commands: list, first: int, skipped: int, completed: int) -> None:
+        """A command is incomplete after this read: track its size and check its headers."""
+        if completed:
+            start = self._boundary(data, pos, commands, first, skipped)
             self._check = _HeaderCheck(self.max_bulk_len)
-            self._carry = 0
-        self._carry += len(data) - start
+            self._carry = len(data) - start
+        elif self._carry >= 0 and self._check is not None:
+            start = pos
+            self._carry += len(data) - pos
+        elif self._carry == 0:  # the first bytes of a command, read from a boundary
+            start = pos
+            self._check = _HeaderCheck(self.max_bulk_len)
+            self._carry = len(data) - pos
+        else:
+            return  # its start is unknown: hiredis alone parses it
         if self._carry > self.max_query_buffer:
             raise ProtocolError("query buffer limit reached")
         self._check.feed(data, start)
-        return len(data)
 
-    def _boundary(self, data: bytes, pos: int, commands: list, first: int) -> int:
-        """Offset in data just after the commands hiredis completed in this feed."""
-        at = pos
-        for argv in commands[first:]:
-            at += command_length(argv)
-        if len(commands) > first:
-            at -= self._carry
-        return min(at, len(data))
+    def _boundary(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
+        """Offset in data just after the commands completed in this read."""
+        carry = max(self._carry, 0)
+        return min(pos + encoded_size(commands[first:]) + skipped - carry, len(data))
+
+    def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> None:
+        """Drop hiredis's state and parse on from the end of the last complete command."""
+        at = self._boundary(data, pos, commands, first, skipped)
+        self._reader = hiredis.Reader()
+        self._fresh, self._carry, self._check = True, 0, None
+        if at < len(data) and data[at] == _STAR:
+            _HeaderCheck(self.max_bulk_len).feed(data, at)
+            raise ProtocolError("invalid multibulk length")
+        self._feed_inline(data[at:], commands)
+
+    def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> None:
+        """A parsed item is not an array of bulk strings: an inline restart, or Redis's error."""
+        for index in range(first, len(commands)):
+            argv = commands[index]
+            if type(argv) is not list:
+                # A top-level non-array is where Redis would have read an inline line.
+                del commands[index:]
+                self._restart(data, pos, commands, first, skipped)
+                return
+            if not all(type(a) is bytes for a in argv):
+                del commands[index:]
+                self._reader = hiredis.Reader()
+                self._fresh, self._carry, self._check = True, 0, None
+                raise ProtocolError(_bad_element(argv))
 
 
 def _bad_element(argv) -> str:
-    if argv is None or (type(argv) is list and None in argv):
+    if None in argv:
         return "invalid bulk length"
-    if type(argv) is not list:
-        return "invalid multibulk length"
     for a in argv:
         if type(a) is not bytes:
             kind = {int: ":", list: "*"}.get(type(a), "?")

@@ -16,6 +16,8 @@ from protocol.reply import OK, QUEUED, Error
 
 from .server import BLOCKED, Server
 
+ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
+
 
 class Client(asyncio.Protocol):
     """Connection state: Redis's `client` struct, passed to handlers as `ctx`."""
@@ -41,7 +43,7 @@ class Client(asyncio.Protocol):
         self.dirty_cas = False
         self.blocked = None  # the Block this client waits on
         self.pending: deque[list[bytes]] = deque()  # commands read while blocked
-        self.reply_mode = "on"  # CLIENT REPLY on|off|skip
+        self.reply_mode = ON  # CLIENT REPLY ON / OFF / SKIP
         self.close_after_reply = False
         self.monitor = False
         self.paused = False
@@ -50,7 +52,7 @@ class Client(asyncio.Protocol):
         self.fd = -1
         self.created = time.time()
         self.last_interaction = self.created
-        self.last_command = b"NULL"
+        self.last_command: list[bytes] | str = [b"NULL"]  # for CLIENT LIST cmd=
         self.flags_no_evict = False
 
     # -- asyncio.Protocol --------------------------------------------------
@@ -98,54 +100,55 @@ class Client(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.server.clock()
-        self.last_interaction = time.time()
+        self.last_interaction = now = time.time()
+        self.server.now = int(now * 1000)
         commands, error = self.reader.feed(data)
+        if error is not None:
+            commands.append(error)  # answered in turn, then the link is closed
         if self.blocked is not None or self.pending:
             self.pending.extend(commands)
-        else:
+        elif commands:
             self.run(commands)
-        if error is not None and self.transport is not None:
-            if self.blocked is None and not self.pending:
-                self.transport.write(b"-%s\r\n" % error.encode())
-                self.transport.close()
-            else:
-                self.pending.append(None)  # close after the queued commands
-                self._error = error
 
     # -- execution ---------------------------------------------------------
 
-    def run(self, commands) -> None:
-        """Execute commands in order; stop early if one blocks."""
+    def run(self, commands: list) -> None:
+        """Execute commands in order, one write for all replies; stop if one blocks.
+
+        An item that is a `str` is a protocol error the reader found after
+        the commands before it: it is answered and the connection closed.
+        """
         server = self.server
         execute = server.execute
         out: list[bytes] = []
-        blocking = server.blocking
-        for index, argv in enumerate(commands):
-            if argv is None:
-                out.append(b"-%s\r\n" % self._error.encode())
+        remaining = iter(commands)
+        for argv in remaining:
+            if type(argv) is str:
+                out.append(b"-%s\r\n" % argv.encode())
                 self.close_after_reply = True
                 break
             reply = execute(self, argv)
             if reply is BLOCKED:
-                self.pending.extend(commands[index + 1 :])
+                self.pending.extend(remaining)
                 break
-            if self.reply_mode == "on":
-                self.encode(reply, out)
-            elif self.reply_mode == "skip":
-                self.reply_mode = "on"
-            if blocking.ready:
+            if self.reply_mode is ON:
+                if reply is OK:
+                    out.append(b"+OK\r\n")
+                else:
+                    self.encode(reply, out)
+            elif self.reply_mode is SKIP:
+                self.reply_mode = ON
+            if server.blocking.ready:
                 server.serve_ready()
             if self.close_after_reply:
                 break
-        self.last_command = argv[0] if commands and argv is not None else self.last_command
+        self.last_command = argv
         transport = self.transport
-        if transport is None:
-            return
-        if out:
-            transport.write(b"".join(out))
-        if self.close_after_reply:
-            transport.close()
+        if transport is not None:
+            if out:
+                transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self.close_after_reply:
+                transport.close()
 
     def resume(self, reply) -> None:
         """Called when the Block this client waited on is served or times out."""
@@ -153,7 +156,7 @@ class Client(asyncio.Protocol):
         if self.transport is None:
             return
         out: list[bytes] = []
-        if self.reply_mode == "on":
+        if self.reply_mode is ON:
             self.encode(reply, out)
         if out:
             self.transport.write(b"".join(out))

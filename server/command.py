@@ -10,7 +10,8 @@ Handler contract (see ARCHITECTURE.md):
 - `handler(ctx, argv) -> (reply, effects)` for `write` commands, where
   `effects` is a list of normalized argvs that reproduce the change exactly
   (empty when nothing changed);
-- a handler may return a `server.blocking.Block` to wait for keys;
+- a handler may return a `server.blocking.Block` to wait for keys, only if
+  its command has the `blocking` flag (the fast path does not look for one);
 - errors are raised as `protocol.errors.ReplyError`.
 """
 
@@ -43,9 +44,13 @@ class Command:
     blocking: bool = False
     # statistics for INFO commandstats
     calls: int = 0
-    usec: int = 0
+    duration_ns: int = 0
     failed_calls: int = 0
     rejected_calls: int = 0
+
+    @property
+    def usec(self) -> int:
+        return self.duration_ns // 1000
 
     def key_positions(self, argv: list[bytes]) -> list[int]:
         """Indexes of the key arguments in argv."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from time import perf_counter_ns
 
 from protocol.errors import ReplyError
 from protocol.reply import Error
@@ -35,6 +36,7 @@ class Server:
         self.keyspace = Keyspace(self.config["databases"])
         self.clients: dict[int, object] = {}
         self.next_client_id = 1
+        self.commands: dict[bytes, Command] = dict(COMMANDS)  # exact-case lookup cache
         self.blocking = BlockingManager()
         self.watched: dict[tuple[int, bytes], set] = {}
         self.monitors: list = []
@@ -47,7 +49,6 @@ class Server:
         self.dirty = 0
         self.stats: dict[str, int] = dict.fromkeys(
             (
-                "total_commands_processed",
                 "total_connections_received",
                 "total_error_replies",
                 "rejected_connections",
@@ -69,10 +70,23 @@ class Server:
 
     # -- dispatch --------------------------------------------------------
 
+    def lookup_command(self, name: bytes) -> Command | None:
+        """The command named `name` in any letter case; hits are cached as sent."""
+        cmd = self.commands.get(name)
+        if cmd is None:
+            cmd = COMMANDS.get(name.lower())
+            if cmd is not None and len(self.commands) < 4096:
+                self.commands[name] = cmd
+        return cmd
+
     def execute(self, client, argv: list[bytes]):
-        """Run one command for client; returns the reply, or BLOCKED."""
+        """Run one command for client; returns the reply, or BLOCKED.
+
+        This is the hot path: the checks and the call of `call()` are inlined
+        for the common case (no MONITOR, no MULTI, an ordinary command).
+        """
+        cmd = self.commands.get(argv[0]) or self.lookup_command(argv[0])
         try:
-            cmd = COMMANDS.get(argv[0].lower())
             if cmd is None:
                 raise ReplyError(_unknown_command(argv))
             if cmd.subcommands:
@@ -82,41 +96,58 @@ class Server:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
-            if client.multi is not None and cmd.name not in NOT_QUEUED:
-                return client.queue(cmd, argv)
-            return self.call(client, cmd, argv)
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
-            return self.error(exc.message, cmd if "cmd" in locals() else None, rejected=True)
+            return self.error(exc.message, cmd, rejected=True)
+        if client.multi is not None or self.monitors or cmd.blocking:
+            if client.multi is not None and cmd.name not in NOT_QUEUED:
+                return client.queue(cmd, argv)
+            return self.call(client, cmd, argv)
+        cmd.calls += 1
+        start = perf_counter_ns()
+        try:
+            result = cmd.handler(client, argv)
+        except ReplyError as exc:
+            cmd.failed_calls += 1
+            result = self.error(exc.message)
+        else:
+            if cmd.write:
+                result, effects = result
+                if effects:
+                    self.after_write(client.db.id, effects)
+        cmd.duration_ns += perf_counter_ns() - start
+        if client.db.expired:
+            self.propagate_expired(client.db)
+        return result
 
     def call(self, client, cmd: Command, argv: list[bytes]):
-        """Run a resolved command; used by execute, EXEC and the loaders."""
+        """Run a resolved command: the general path, used by EXEC, blocking commands and loaders."""
         if self.monitors:
             self.feed_monitors(client, argv)
         cmd.calls += 1
-        self.stats["total_commands_processed"] += 1
-        start = time.perf_counter_ns()
+        start = perf_counter_ns()
         try:
-            if cmd.write:
-                result = cmd.handler(client, argv)
-                if type(result) is Block:
-                    return self.block(client, cmd, result)
-                reply, effects = result
-                if effects:
-                    self.after_write(client.db.id, effects)
-            else:
-                reply = cmd.handler(client, argv)
-                if type(reply) is Block:
-                    return self.block(client, cmd, reply)
+            result = cmd.handler(client, argv)
         except ReplyError as exc:
             cmd.failed_calls += 1
-            return self.error(exc.message)
-        finally:
-            cmd.usec += (time.perf_counter_ns() - start) // 1000
-            if client.db.expired:
-                self.propagate_expired(client.db)
-        return reply
+            result = self.error(exc.message)
+        else:
+            if type(result) is Block:
+                result = self.block(client, cmd, result)
+            elif cmd.write:
+                result, effects = result
+                if effects:
+                    self.after_write(client.db.id, effects)
+        cmd.duration_ns += perf_counter_ns() - start
+        if client.db.expired:
+            self.propagate_expired(client.db)
+        return result
+
+    @property
+    def total_commands_processed(self) -> int:
+        """Derived from the per-command counters rather than counted twice."""
+        return sum(cmd.calls + sum(sub.calls for sub in cmd.subcommands.values()) for cmd in COMMANDS.values())
 
     def error(self, message: str, cmd: Command | None = None, rejected: bool = False) -> Error:
         """Count an error reply in INFO stats/errorstats and build it."""

@@ -1,0 +1,60 @@
+"""The request reader gives the same commands however the byte stream is split.
+
+TCP may cut a pipeline anywhere: inside a header, between the CR and the LF,
+between elements of one command (hiredis then reports no pending data), in
+a payload, or around inline lines and ignored `*0` requests.
+"""
+
+import random
+
+import hiredis
+import pytest
+
+from protocol.reader import RequestReader
+
+STREAM = (
+    b"".join(hiredis.pack_command((b"SET", b"k%d" % i, b"v" * (i % 40))) for i in range(60))
+    + b"PING\r\n\r\n"
+    + hiredis.pack_command((b"GET", b"x"))
+    + b"*0\r\n*-1\r\n"
+    + hiredis.pack_command((b"SET", b"big", b"z" * 3000))
+    + hiredis.pack_command((b"ECHO", b""))
+)
+
+
+def parse_in_pieces(cuts: list[int]) -> list[list[bytes]]:
+    reader, commands, prev = RequestReader(), [], 0
+    for cut in [*cuts, len(STREAM)]:
+        got, error = reader.feed(STREAM[prev:cut])
+        assert error is None, (prev, cut, error)
+        commands += got
+        prev = cut
+    return commands
+
+
+def expected() -> list[list[bytes]]:
+    commands, error = RequestReader().feed(STREAM)
+    assert error is None
+    assert len(commands) == 60 + 1 + 1 + 1 + 1
+    return commands
+
+
+def test_every_two_way_split():
+    want = expected()
+    for cut in range(1, len(STREAM)):
+        assert parse_in_pieces([cut]) == want, cut
+
+
+@pytest.mark.parametrize("pieces", [3, 20, 200])
+def test_random_splits(pieces):
+    want = expected()
+    rng = random.Random(pieces)
+    for _ in range(150):
+        cuts = sorted(rng.sample(range(1, len(STREAM)), pieces))
+        assert parse_in_pieces(cuts) == want
+
+
+def test_huge_length_refused_even_when_split_at_element_boundary():
+    reader = RequestReader()
+    assert reader.feed(b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n") == ([[b"PING"]], None)
+    assert reader.feed(b"$99999999999\r\n") == ([], "ERR Protocol error: invalid bulk length")
