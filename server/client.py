@@ -17,6 +17,7 @@ from protocol.reply import OK, QUEUED, Error
 from .server import BLOCKED, Server
 
 ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
+SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, then the next one
 
 
 class Client(asyncio.Protocol):
@@ -54,6 +55,7 @@ class Client(asyncio.Protocol):
         self.last_interaction = self.created
         self.last_command: list[bytes] | str = [b"NULL"]  # for CLIENT LIST cmd=
         self.flags_no_evict = False
+        self.no_touch = False
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -138,6 +140,8 @@ class Client(asyncio.Protocol):
                     self.encode(reply, out)
             elif self.reply_mode is SKIP:
                 self.reply_mode = ON
+            elif self.reply_mode is SKIP_NEXT:
+                self.reply_mode = SKIP
             if server.blocking.ready:
                 server.serve_ready()
             if self.close_after_reply:

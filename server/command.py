@@ -74,6 +74,8 @@ class Command:
     def resolve(self, argv: list[bytes]) -> Command:
         """The subcommand argv names, for container commands such as CONFIG."""
         if len(argv) < 2:
+            if self.handler is not None:  # COMMAND alone is a command too
+                return self
             raise wrong_arity(self.name)
         sub = self.subcommands.get(argv[1].lower())
         if sub is None:

@@ -10,40 +10,81 @@ import asyncio
 import gc
 import logging
 import os
-import shlex
 import signal
 import sys
 
-from protocol.errors import ReplyError
+from protocol.errors import ProtocolError
+from protocol.reader import split_args
 
-from . import __version__
+from . import REDIS_VERSION, __version__
 from .client import Client
-from .config import Config
+from .config import PARAMS, Config, ConfigError
 from .server import Server
 
 log = logging.getLogger("millrace")
 _LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
 
 
-def read_config_file(path: str) -> list[tuple[str, str]]:
-    """Directives of a redis.conf-style file: `name value...`, '#' comments."""
-    pairs = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            words = shlex.split(line)
-            pairs.append((words[0].lower(), " ".join(words[1:])))
-    return pairs
+class FatalConfigError(Exception):
+    """A directive Redis would refuse at startup: where it was and why."""
+
+    def __init__(self, lineno: int, line: str, reason: str) -> None:
+        super().__init__(reason)
+        self.lineno, self.line, self.reason = lineno, line, reason
 
 
-def parse_args(args: list[str]) -> dict[str, str]:
-    """Turn `[config-file] [--name value ...]` into parameter overrides."""
-    settings: list[tuple[str, str]] = []
-    if args and not args[0].startswith("--"):
-        settings.extend(read_config_file(args[0]))
+Directive = tuple[int, str, list[str]]  # line number, line as written, words
+
+
+def read_config_file(path: str) -> list[Directive]:
+    """Directives of a redis.conf-style file: `name value...`, '#' comments, quotes as Redis."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        text = handle.read()
+    return config_directives(text.splitlines())
+
+
+def config_directives(lines: list[str], first_line: int = 1) -> list[Directive]:
+    directives = []
+    for offset, raw in enumerate(lines):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            words = [w.decode("utf-8", "surrogateescape") for w in split_args(line.encode("utf-8", "surrogateescape"))]
+        except ProtocolError:
+            raise FatalConfigError(first_line + offset, line, "Unbalanced quotes in configuration line") from None
+        if words:
+            directives.append((first_line + offset, line, words))
+    return directives
+
+
+def _repr(arg: str) -> str:
+    from .commands.server import quote_arg
+
+    return quote_arg(arg.encode("utf-8", "surrogateescape"))
+
+
+def parse_args(args: list[str]) -> tuple[str | None, list[Directive]]:
+    """`[config-file] [--name value ...]` -> (config file path, directives in order).
+
+    As in redis-server, the options follow the file's lines (after one empty
+    line), so an error in `--port abc` is reported "at line 2" without a file.
+    """
+    directives: list[Directive] = []
+    config_file = None
+    file_lines = 0
+    if args and not args[0].startswith("--") and args[0] not in ("-h", "-v"):
+        config_file = os.path.abspath(args[0])
+        try:
+            with open(config_file, encoding="utf-8", errors="surrogateescape") as handle:
+                lines = handle.read().splitlines()
+        except OSError as exc:
+            sys.stderr.write(f"Fatal error, can't open config file '{config_file}': {exc.strerror}\n")
+            sys.exit(1)
+        directives.extend(config_directives(lines))
+        file_lines = len(lines)
         args = args[1:]
+    lineno = file_lines + 1
     index = 0
     while index < len(args):
         arg = args[index]
@@ -51,25 +92,55 @@ def parse_args(args: list[str]) -> dict[str, str]:
             print(__doc__)
             sys.exit(0)
         if arg in ("-v", "--version"):
-            print(f"Millrace server v={__version__}")
+            print(f"Millrace server v={__version__} redis_version={REDIS_VERSION} bits=64")
             sys.exit(0)
         if not arg.startswith("--"):
-            sys.exit(f"Unexpected argument: {arg}")
+            sys.stderr.write(f"Unexpected argument: {arg}\n")
+            sys.exit(1)
         values = []
         index += 1
         while index < len(args) and not args[index].startswith("--"):
             values.append(args[index])
             index += 1
-        settings.append((arg[2:].lower(), " ".join(values)))
-    return dict(settings)
+        lineno += 1
+        name = arg[2:]
+        line = " ".join([name, *(_repr(v) for v in values)])
+        directives.append((lineno, line, [name, *values]))
+    return config_file, directives
 
 
-def build_server(overrides: dict[str, str]) -> Server:
+def build_config(config_file: str | None, directives: list[Directive]) -> Config:
+    """Apply directives in order; a bad one raises FatalConfigError."""
+    config = Config(config_file=config_file)
+    for lineno, line, words in directives:
+        name = words[0].lower()
+        param = PARAMS.get(name)
+        if param is None:
+            raise FatalConfigError(lineno, line, "Bad directive or wrong number of arguments")
+        if not param.multi and len(words) != 2:
+            raise FatalConfigError(lineno, line, "wrong number of arguments")
+        try:
+            config.startup_set(name, " ".join(words[1:]))
+        except ConfigError as exc:
+            raise FatalConfigError(lineno, line, str(exc)) from None
+    return config
+
+
+def build_server(config_file: str | None, directives: list[Directive]) -> Server:
     try:
-        config = Config(overrides)
-    except ReplyError as exc:
-        sys.exit(f"*** FATAL CONFIG ERROR *** {exc.message}")
-    return Server(config)
+        config = build_config(config_file, directives)
+    except FatalConfigError as exc:
+        sys.stderr.write(
+            f"\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n"
+            f"Reading the configuration file, at line {exc.lineno}\n"
+            f">>> '{exc.line}'\n{exc.reason}\n"
+        )
+        sys.exit(1)
+    from .commands.server import install_config_listeners
+
+    server = Server(config)
+    install_config_listeners(server)
+    return server
 
 
 def setup_logging(config: Config) -> None:
@@ -131,7 +202,7 @@ def _cron(server: Server) -> None:
 def main(argv: list[str] | None = None) -> None:
     from . import commands  # noqa: F401  (registers the command table)
 
-    server = build_server(parse_args(sys.argv[1:] if argv is None else argv))
+    server = build_server(*parse_args(sys.argv[1:] if argv is None else argv))
     setup_logging(server.config)
     gc.freeze()
     try:

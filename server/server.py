@@ -124,7 +124,7 @@ class Server:
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command: the general path, used by EXEC, blocking commands and loaders."""
         if self.monitors:
-            self.feed_monitors(client, argv)
+            self.feed_monitors(client, cmd, argv)
         cmd.calls += 1
         start = perf_counter_ns()
         try:
@@ -293,9 +293,11 @@ class Server:
 
     # -- monitors ----------------------------------------------------------
 
-    def feed_monitors(self, client, argv: list[bytes]) -> None:
+    def feed_monitors(self, client, cmd: Command, argv: list[bytes]) -> None:
         from .commands.server import monitor_line
 
+        if "admin" in cmd.flags or "skip-monitor" in cmd.flags or client.loading:
+            return
         line = monitor_line(client, argv, time.time())
         for monitor in self.monitors:
             if monitor is not client:

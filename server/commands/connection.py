@@ -1,13 +1,44 @@
-"""Connection commands: PING, ECHO, HELLO, SELECT, QUIT, RESET, AUTH, CLIENT, TIME."""
+"""Connection commands: PING, ECHO, HELLO, SELECT, QUIT, RESET, AUTH, TIME."""
 
 from __future__ import annotations
 
-from protocol.errors import ReplyError
+import time
+
+from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import OK, PONG, Map, Simple
 
 from .. import REDIS_VERSION
 from ..command import command
 from .args import to_int
+
+NO_PASSWORD = (
+    "ERR AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+HELLO_NOAUTH = (
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+    "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+    "select the RESP protocol version at the same time"
+)
+
+
+def authenticate(ctx, username: bytes, password: bytes) -> None:
+    """Check credentials against the default user (the only ACL user so far).
+
+    Without requirepass the default user is `nopass`: any password is accepted
+    for it, as in Redis.
+    """
+    required = ctx.server.config["requirepass"]
+    if username != b"default" or (required and password != required.encode()):
+        raise ReplyError(WRONGPASS)
+    ctx.authenticated = True
+
+
+def validate_name(name: bytes, what: str = "Client names") -> None:
+    """Redis accepts only printable ASCII without spaces in names (validateClientName)."""
+    if any(c < 0x21 or c > 0x7E for c in name):
+        raise ReplyError(f"ERR {what} cannot contain spaces, newlines or special characters.")
 
 
 @command("ping", -1, "fast", group="connection", summary="Returns the server's liveliness response.")
@@ -20,11 +51,13 @@ def ping(ctx, argv):
 
 @command("echo", 2, "fast", group="connection", summary="Returns the given string.")
 def echo(ctx, argv):
+    """ECHO message"""
     return argv[1]
 
 
-@command("select", 2, "fast loading stale", group="connection", summary="Changes the selected database.", since="1.0.0")
+@command("select", 2, "fast loading stale", group="connection", summary="Changes the selected database.")
 def select(ctx, argv):
+    """SELECT index"""
     index = to_int(argv[1], "ERR value is not an integer or out of range")
     if not 0 <= index < len(ctx.server.keyspace):
         raise ReplyError("ERR DB index is out of range")
@@ -32,43 +65,55 @@ def select(ctx, argv):
     return OK
 
 
-@command("quit", -1, "no-auth fast", group="connection", summary="Closes the connection.")
+@command("quit", -1, "no-auth fast loading stale", group="connection", summary="Closes the connection.")
 def quit_(ctx, argv):
+    """QUIT"""
     ctx.close_after_reply = True
     return OK
 
 
-@command("hello", -1, "no-auth fast", group="connection", summary="Handshakes with the Redis server.", since="6.0.0")
+@command("auth", -2, "no-auth fast loading stale", group="connection", summary="Authenticates the connection.")
+def auth(ctx, argv):
+    """AUTH [username] password"""
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    if len(argv) == 2:
+        if not ctx.server.config["requirepass"]:
+            raise ReplyError(NO_PASSWORD)
+        authenticate(ctx, b"default", argv[1])
+    else:
+        authenticate(ctx, argv[1], argv[2])
+    return OK
+
+
+@command("hello", -1, "no-auth fast loading stale", group="connection", summary="Handshakes with the Redis server.", since="6.0.0")
 def hello(ctx, argv):
     """HELLO [protover [AUTH username password] [SETNAME clientname]] -> server info map."""
     version = ctx.resp
     if len(argv) > 1:
-        try:
-            version = int(argv[1])
-        except ValueError:
-            raise ReplyError("ERR Protocol version is not an integer or out of range") from None
+        version = to_int(argv[1], "ERR Protocol version is not an integer or out of range")
         if version not in (2, 3):
             raise ReplyError("NOPROTO unsupported protocol version")
-    index = 2
+    credentials = None
     name = None
+    index = 2
     while index < len(argv):
+        more = len(argv) - 1 - index
         option = argv[index].upper()
-        if option == b"AUTH" and index + 2 < len(argv):
-            from .server import check_password
-
-            check_password(ctx, argv[index + 1], argv[index + 2])
+        if option == b"AUTH" and more >= 2:
+            credentials = (argv[index + 1], argv[index + 2])
             index += 3
-        elif option == b"SETNAME" and index + 1 < len(argv):
+        elif option == b"SETNAME" and more >= 1:
             name = argv[index + 1]
+            validate_name(name)
             index += 2
         else:
             raise ReplyError(f"ERR Syntax error in HELLO option '{argv[index].decode(errors='replace')}'")
+    if credentials is not None:
+        authenticate(ctx, *credentials)
     if not ctx.authenticated:
-        raise ReplyError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+        raise ReplyError(HELLO_NOAUTH)
     if name is not None:
-        from .client import validate_name
-
-        validate_name(name)
         ctx.name = name
     ctx.set_resp(version)
     return Map(
@@ -84,4 +129,29 @@ def hello(ctx, argv):
     )
 
 
-__all__ = ["Simple"]
+@command("reset", 1, "no-auth fast loading stale", group="connection", summary="Resets the connection.", since="6.2.0")
+def reset(ctx, argv):
+    """RESET: back to a fresh connection's state (Redis's clearClientConnectionState)."""
+    server = ctx.server
+    ctx.multi = None
+    ctx.multi_error = False
+    ctx.unwatch()
+    ctx.db = server.keyspace[0]
+    ctx.set_resp(2)
+    ctx.authenticated = not server.config["requirepass"]
+    ctx.name = b""
+    ctx.reply_mode = "on"
+    ctx.flags_no_evict = False
+    ctx.no_touch = False
+    if ctx.monitor:
+        ctx.monitor = False
+        if ctx in server.monitors:
+            server.monitors.remove(ctx)
+    return Simple(b"RESET")
+
+
+@command("time", 1, "fast loading stale", group="server", summary="Returns the server time.", since="2.6.0")
+def time_(ctx, argv):
+    """TIME -> [unix seconds, microseconds] as bulk strings."""
+    now = time.time_ns() // 1000
+    return [str(now // 1_000_000).encode(), str(now % 1_000_000).encode()]

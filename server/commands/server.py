@@ -1,17 +1,367 @@
-"""Server commands: INFO, CONFIG, COMMAND, DEBUG, MONITOR, SHUTDOWN..."""
+"""Server commands: INFO, CONFIG, DEBUG, FUNCTION, LASTSAVE, SHUTDOWN, MONITOR."""
 
 from __future__ import annotations
 
-from protocol.errors import ReplyError
+import logging
+import os
+import time
+
+from protocol.errors import SYNTAX, ReplyError
+from protocol.reply import OK, Map, Raw, Verbatim
+
+from ..command import command, container
+from ..config import PARAMS
+from ..info import info_string, reset_stats
+from .args import to_float
+from .client import help_reply
+
+log = logging.getLogger("millrace")
+NO_REPLY = Raw(b"")
 
 
 def check_password(ctx, username: bytes, password: bytes) -> None:
-    required = ctx.server.config["requirepass"].encode()
-    if username.lower() != b"default" or not required or password != required:
-        raise ReplyError("WRONGPASS invalid username-password pair or user is disabled.")
-    ctx.authenticated = True
+    """Kept for callers of the first version; see connection.authenticate."""
+    from .connection import authenticate
+
+    authenticate(ctx, username, password)
+
+
+# -- MONITOR ------------------------------------------------------------------
+
+_REPR_ESCAPES = {0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x07: "\\a", 0x08: "\\b"}
+
+
+def quote_arg(arg: bytes) -> str:
+    """Redis's sdscatrepr: a double-quoted, escaped, printable form of arg."""
+    out = ['"']
+    for c in arg:
+        escaped = _REPR_ESCAPES.get(c)
+        if escaped is not None:
+            out.append(escaped)
+        elif 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append(f"\\x{c:02x}")
+    out.append('"')
+    return "".join(out)
+
+
+def redacted(argv: list[bytes]) -> list[bytes]:
+    """Hide passwords as Redis does: AUTH's arguments, HELLO's AUTH pair."""
+    name = argv[0].lower()
+    if name == b"auth":
+        return [argv[0]] + [b"(redacted)"] * (len(argv) - 1)
+    if name == b"hello":
+        argv = list(argv)
+        for index in range(2, len(argv) - 2):
+            if argv[index].lower() == b"auth":
+                argv[index + 1] = argv[index + 2] = b"(redacted)"
+                break
+    return argv
 
 
 def monitor_line(client, argv: list[bytes], now: float) -> bytes:
-    args = " ".join('"' + a.decode("latin-1").replace("\\", "\\\\").replace('"', '\\"') + '"' for a in argv)
-    return f"+{now:.6f} [{client.db.id} {client.addr}] {args}\r\n".encode("latin-1")
+    """`+1339518083.107412 [0 127.0.0.1:60866] "keys" "*"` as MONITOR shows a command."""
+    args = " ".join(quote_arg(a) for a in redacted(argv))
+    return f"+{now:.6f} [{client.db.id} {client.addr}] {args}\r\n".encode()
+
+
+@command("monitor", 1, "admin noscript loading stale", group="server", summary="Listens for all requests received by the server in real-time.")
+def monitor(ctx, argv):
+    if not ctx.monitor:
+        ctx.monitor = True
+        ctx.server.monitors.append(ctx)
+    return OK
+
+
+# -- INFO ---------------------------------------------------------------------
+
+
+@command("info", -1, "loading stale", group="server", summary="Returns information and statistics about the server.")
+def info(ctx, argv):
+    """INFO [section [section ...]]: text sections; verbatim in RESP3."""
+    sections = [a.decode(errors="replace").lower() for a in argv[1:]]
+    return Verbatim(info_string(ctx.server, sections).encode())
+
+
+# -- CONFIG -------------------------------------------------------------------
+
+container("config", group="server", summary="A container for server configuration commands.", since="2.0.0")
+
+
+@command("config|get", -3, "admin noscript loading stale", group="server", summary="Returns the effective values of configuration parameters.", since="2.0.0")
+def config_get(ctx, argv):
+    """CONFIG GET parameter [parameter ...] -> map of every match."""
+    config = ctx.server.config
+    result: dict[bytes, bytes] = {}
+    for pattern in argv[2:]:
+        for name, value in config.get(pattern.decode(errors="replace")).items():
+            result.setdefault(name.encode(), value.encode())
+    return Map(result)
+
+
+@command("config|set", -4, "admin noscript loading stale", group="server", summary="Sets configuration parameters in-flight.", since="2.0.0")
+def config_set(ctx, argv):
+    """CONFIG SET parameter value [parameter value ...]: all or nothing."""
+    if len(argv) % 2:
+        raise ReplyError("ERR wrong number of arguments for 'config|set' command")
+    pairs = [(argv[i].decode(errors="replace"), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
+    ctx.server.config.set_many(pairs)
+    return OK
+
+
+@command("config|resetstat", 2, "admin noscript loading stale", group="server", summary="Resets the server's statistics.", since="2.0.0")
+def config_resetstat(ctx, argv):
+    reset_stats(ctx.server)
+    return OK
+
+
+@command("config|rewrite", 2, "admin noscript loading stale", group="server", summary="Persists the effective configuration to file.", since="2.8.0")
+def config_rewrite(ctx, argv):
+    """Rewrite the startup config file: changed lines in place, new ones appended."""
+    config = ctx.server.config
+    path = config.config_file
+    if not path:
+        raise ReplyError("ERR The server is running without a config file")
+    try:
+        rewrite_config_file(path, config)
+    except OSError as exc:
+        log.warning("CONFIG REWRITE failed: %s", exc)
+        raise ReplyError(f"ERR Rewriting config file: {exc.strerror}") from None
+    return OK
+
+
+def rewrite_config_file(path: str, config) -> None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    wanted = config.changed()
+    done: set[str] = set()
+    out: list[str] = []
+    for line in lines:
+        words = line.split()
+        name = words[0].lower() if words and not words[0].startswith("#") else None
+        if name in PARAMS:
+            if name in done:
+                continue  # Redis keeps one line per option
+            done.add(name)
+            out.append(f"{name} {_conf_value(config.format(name))}")
+        else:
+            out.append(line)
+    extra = [name for name in wanted if name not in done]
+    if extra:
+        marker = "# Generated by CONFIG REWRITE"
+        if marker not in out:
+            out.append(marker)
+        out.extend(f"{name} {_conf_value(wanted[name])}" for name in extra)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(out) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _conf_value(value: str) -> str:
+    if value == "" or any(c in value for c in ' "\'\\'):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return value
+
+
+def install_config_listeners(server) -> None:
+    """Make CONFIG SET take effect on live connections where Redis's does."""
+
+    def changed(name: str, value) -> None:
+        if name == "proto-max-bulk-len":
+            for client in server.clients.values():
+                client.reader.max_bulk_len = value
+        elif name == "client-query-buffer-limit":
+            for client in server.clients.values():
+                client.reader.max_query_buffer = value
+
+    server.config.listeners.append(changed)
+
+
+CONFIG_HELP = [
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+@command("config|help", 2, "loading stale", group="server", summary="Returns helpful text about the different subcommands.", since="5.0.0")
+def config_help(ctx, argv):
+    return help_reply(CONFIG_HELP)
+
+
+# -- DEBUG --------------------------------------------------------------------
+
+DEBUG_HELP = [
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "RELOAD",
+    "    Save the dataset and load it back (not supported yet).",
+    "LOADAOF",
+    "    Flush the AOF buffers and reload the AOF (not supported yet).",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not accessed.",
+    "HELP",
+    "    Print this help.",
+]
+DEBUG_NOT_ALLOWED = (
+    "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", "
+    "you can run it from a local connection, otherwise you need to set this option in the "
+    "configuration file, and then restart the server."
+)
+
+
+def _local(ctx) -> bool:
+    host = ctx.addr.rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("unix")
+
+
+@command("debug", -2, "admin noscript loading stale protected", group="server", summary="A container for debugging commands.")
+def debug(ctx, argv):
+    """DEBUG subcommand ...: the introspection and test hooks that make sense here."""
+    allowed = ctx.server.config["enable-debug-command"]
+    if not ctx.loading and (allowed == "no" or (allowed == "local" and not _local(ctx))):
+        raise ReplyError(DEBUG_NOT_ALLOWED)
+    sub = argv[1].lower()
+    argc = len(argv)
+    if sub == b"help" and argc == 2:
+        return help_reply(DEBUG_HELP)
+    if sub == b"log" and argc == 3:
+        log.warning("DEBUG LOG: %s", argv[2].decode(errors="replace"))
+        return OK
+    if sub == b"sleep" and argc == 3:
+        seconds = to_float(argv[2])
+        if seconds > 0:
+            time.sleep(seconds)  # stops the whole server, which is what DEBUG SLEEP is for
+        return OK
+    if sub == b"set-active-expire" and argc == 3:
+        ctx.server.active_expire = argv[2] != b"0"
+        return OK
+    if sub in (b"reload", b"loadaof"):
+        hook = getattr(ctx.server, "debug_" + sub.decode(), None)
+        if hook is None:
+            raise ReplyError(f"ERR DEBUG {sub.decode().upper()} not supported yet: Millrace has no persistence in this build")
+        return hook(argv[2:])
+    raise ReplyError(
+        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. Try DEBUG HELP."
+    )
+
+
+# -- FUNCTION (no scripting: the library is always empty) ----------------------
+
+container("function", group="scripting", summary="A container for function commands.", since="7.0.0")
+
+
+@command("function|list", -2, "noscript", group="scripting", summary="Returns information about all libraries.", since="7.0.0")
+def function_list(ctx, argv):
+    """FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE] -> [] (no libraries)."""
+    index = 2
+    while index < len(argv):
+        option = argv[index].lower()
+        if option == b"withcode":
+            index += 1
+        elif option == b"libraryname" and index + 1 < len(argv):
+            index += 2
+        elif option == b"libraryname":
+            raise ReplyError("ERR library name argument was not given")
+        else:
+            raise ReplyError(f"ERR Unknown argument {argv[index].decode(errors='replace')}")
+    return []
+
+
+@command("function|flush", -2, "write noscript", group="scripting", summary="Deletes all libraries and functions.", since="7.0.0")
+def function_flush(ctx, argv):
+    """FUNCTION FLUSH [ASYNC|SYNC]"""
+    if len(argv) > 3:
+        raise ReplyError("ERR wrong number of arguments for 'function|flush' command")
+    if len(argv) == 3 and argv[2].lower() not in (b"async", b"sync"):
+        raise ReplyError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+    return OK, []
+
+
+@command("function|stats", 2, "noscript allow-busy", group="scripting", summary="Returns information about a function during execution.", since="7.0.0")
+def function_stats(ctx, argv):
+    return Map({b"running_script": None, b"engines": Map({b"LUA": Map({b"libraries_count": 0, b"functions_count": 0})})})
+
+
+FUNCTION_HELP = [
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "STATS",
+    "    Return information about the current function running.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+@command("function|help", 2, "loading stale", group="scripting", summary="Returns helpful text about the different subcommands.", since="7.0.0")
+def function_help(ctx, argv):
+    return help_reply(FUNCTION_HELP)
+
+
+# -- LASTSAVE, SHUTDOWN ---------------------------------------------------------
+
+
+@command("lastsave", 1, "loading stale fast", group="server", summary="Returns the Unix timestamp of the last successful save to disk.")
+def lastsave(ctx, argv):
+    return int(getattr(ctx.server, "lastsave", ctx.server.start_time))
+
+
+@command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
+def shutdown(ctx, argv):
+    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server exits cleanly."""
+    save = nosave = abort = False
+    for arg in argv[1:]:
+        option = arg.lower()
+        if option == b"nosave":
+            nosave = True
+        elif option == b"save":
+            save = True
+        elif option == b"abort":
+            abort = True
+        elif option not in (b"now", b"force"):
+            raise ReplyError(SYNTAX)
+    if (save and nosave) or (abort and len(argv) > 2):
+        raise ReplyError(SYNTAX)
+    if abort:
+        raise ReplyError("ERR No shutdown in progress.")
+    server = ctx.server
+    server.shutdown_save = save or (not nosave and bool(server.config["save"]))
+    server.shutdown_nosave = nosave
+    stop = getattr(server, "shutdown", None)
+    if stop is None:
+        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
+    log.warning("User requested shutdown...")
+    stop()
+    ctx.close_after_reply = True
+    return NO_REPLY

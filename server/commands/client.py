@@ -1,0 +1,312 @@
+"""CLIENT subcommands: ID, SETNAME/GETNAME, SETINFO, LIST/INFO, KILL, REPLY, UNBLOCK..."""
+
+from __future__ import annotations
+
+import time
+
+from protocol.errors import SYNTAX, ReplyError
+from protocol.reply import OK, Raw, Simple, Verbatim
+
+from ..command import command, container
+from .args import to_int
+from .connection import validate_name
+
+NO_REPLY = Raw(b"")  # encodes to nothing: CLIENT REPLY OFF/SKIP answer nothing
+CLIENT_TYPES = ("normal", "master", "replica", "slave", "pubsub")
+
+container("client", group="connection", summary="A container for client connection commands.", since="2.4.0")
+
+
+def client_flags(client) -> str:
+    """The flags field of CLIENT LIST (Redis's letters)."""
+    flags = ""
+    if client.monitor:
+        flags += "O"
+    if client.multi is not None:
+        flags += "x"
+    if client.blocked is not None:
+        flags += "b"
+    if client.dirty_cas:
+        flags += "d"
+    if client.close_after_reply:
+        flags += "c"
+    if client.flags_no_evict:
+        flags += "e"
+    if getattr(client, "no_touch", False):
+        flags += "T"
+    return flags or "N"
+
+
+def client_info(client, now: float | None = None) -> str:
+    """One CLIENT LIST line, fields in Redis 7.4's order.
+
+    Buffer sizes are approximations: Millrace's buffers live in asyncio and
+    hiredis, so qbuf reports what the request reader still holds.
+    """
+    now = time.time() if now is None else now
+    cmd = getattr(client, "last_cmd", None)
+    cmd_name = cmd.name if cmd is not None else "NULL"
+    multi = len(client.multi) if client.multi is not None else -1
+    transport = client.transport
+    obl = transport.get_write_buffer_size() if transport is not None else 0
+    return (
+        f"id={client.id} addr={client.addr} laddr={client.laddr} fd={client.fd} "
+        f"name={client.name.decode('latin-1')} age={int(now - client.created)} "
+        f"idle={int(now - client.last_interaction)} flags={client_flags(client)} db={client.db.id} "
+        f"sub=0 psub=0 ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
+        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll=0 omem={obl} tot-mem={16384 + obl} "
+        f"events=r cmd={cmd_name} user=default redir=-1 resp={client.resp} "
+        f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')}"
+    )
+
+
+def client_type(client) -> str:
+    return "normal"
+
+
+@command("client|id", 2, "noscript loading stale", group="connection", summary="Returns the unique client ID of the connection.", since="5.0.0")
+def client_id(ctx, argv):
+    return ctx.id
+
+
+@command("client|setname", 3, "noscript loading stale", group="connection", summary="Sets the connection name.", since="2.6.9")
+def client_setname(ctx, argv):
+    """CLIENT SETNAME name ('' removes the name)."""
+    validate_name(argv[2])
+    ctx.name = argv[2]
+    return OK
+
+
+@command("client|getname", 2, "noscript loading stale", group="connection", summary="Returns the name of the connection.", since="2.6.9")
+def client_getname(ctx, argv):
+    return ctx.name or None
+
+
+@command("client|setinfo", 4, "noscript loading stale", group="connection", summary="Sets information specific to the client or connection.", since="7.2.0")
+def client_setinfo(ctx, argv):
+    """CLIENT SETINFO LIB-NAME|LIB-VER value (redis-py sends both on connect)."""
+    attr = argv[2].lower()
+    if attr not in (b"lib-name", b"lib-ver"):
+        raise ReplyError(f"ERR Unrecognized option '{argv[2].decode(errors='replace')}'")
+    validate_name(argv[3], argv[2].decode(errors="replace"))
+    if attr == b"lib-name":
+        ctx.lib_name = argv[3]
+    else:
+        ctx.lib_ver = argv[3]
+    return OK
+
+
+@command("client|info", 2, "noscript loading stale", group="connection", summary="Returns information about the connection.", since="6.2.0")
+def client_info_cmd(ctx, argv):
+    return Verbatim((client_info(ctx) + "\n").encode("latin-1"))
+
+
+@command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0")
+def client_list(ctx, argv):
+    """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]"""
+    clients = ctx.server.clients
+    if len(argv) == 2:
+        chosen = list(clients.values())
+    elif len(argv) == 4 and argv[2].lower() == b"type":
+        kind = argv[3].lower().decode(errors="replace")
+        if kind not in CLIENT_TYPES:
+            raise ReplyError(f"ERR Unknown client type '{argv[3].decode(errors='replace')}'")
+        chosen = [c for c in clients.values() if client_type(c) == kind]
+    elif len(argv) > 3 and argv[2].lower() == b"id":
+        chosen = []
+        for arg in argv[3:]:
+            found = clients.get(to_int(arg, "ERR Invalid client ID"))
+            if found is not None:
+                chosen.append(found)
+    else:
+        raise ReplyError(SYNTAX)
+    now = time.time()
+    return Verbatim("".join(client_info(c, now) + "\n" for c in chosen).encode("latin-1"))
+
+
+@command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0")
+def client_kill(ctx, argv):
+    """CLIENT KILL addr | CLIENT KILL [ID id] [TYPE t] [USER u] [ADDR a] [LADDR a] [SKIPME yes|no] [MAXAGE s]"""
+    clients = ctx.server.clients
+    if len(argv) == 3:
+        addr = argv[2].decode(errors="replace")
+        for client in clients.values():
+            if client.addr == addr:
+                _kill(ctx, client)
+                return OK
+        raise ReplyError("ERR No such client")
+    filters = []
+    skipme = True
+    index = 2
+    while index < len(argv):
+        option = argv[index].lower()
+        if index + 1 >= len(argv):
+            raise ReplyError(SYNTAX)
+        value = argv[index + 1]
+        text = value.decode(errors="replace")
+        if option == b"id":
+            wanted = to_int(value, "ERR client-id should be greater than 0")
+            if wanted <= 0:
+                raise ReplyError("ERR client-id should be greater than 0")
+            filters.append(lambda c, w=wanted: c.id == w)
+        elif option == b"type":
+            kind = text.lower()
+            if kind not in CLIENT_TYPES:
+                raise ReplyError(f"ERR Unknown client type '{text}'")
+            filters.append(lambda c, k=kind: client_type(c) == k)
+        elif option == b"user":
+            if value != b"default":
+                raise ReplyError(f"ERR No such user '{text}'")
+        elif option == b"addr":
+            filters.append(lambda c, a=text: c.addr == a)
+        elif option == b"laddr":
+            filters.append(lambda c, a=text: c.laddr == a)
+        elif option == b"skipme":
+            if value.lower() == b"yes":
+                skipme = True
+            elif value.lower() == b"no":
+                skipme = False
+            else:
+                raise ReplyError(SYNTAX)
+        elif option == b"maxage":
+            age = to_int(value)
+            filters.append(lambda c, a=age: time.time() - c.created >= a)
+        else:
+            raise ReplyError(SYNTAX)
+        index += 2
+    killed = 0
+    for client in list(clients.values()):
+        if skipme and client is ctx:
+            continue
+        if all(match(client) for match in filters):
+            _kill(ctx, client)
+            killed += 1
+    return killed
+
+
+def _kill(ctx, client) -> None:
+    """Close a client; killing yourself closes after this reply, as in Redis."""
+    if client is ctx:
+        ctx.close_after_reply = True
+    else:
+        client.kill()
+
+
+@command("client|no-evict", 3, "admin noscript loading stale", group="connection", summary="Sets the client eviction mode of the connection.", since="7.0.0")
+def client_no_evict(ctx, argv):
+    ctx.flags_no_evict = _on_off(argv[2])
+    return OK
+
+
+@command("client|no-touch", 3, "noscript loading stale", group="connection", summary="Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", since="7.2.0")
+def client_no_touch(ctx, argv):
+    ctx.no_touch = _on_off(argv[2])
+    return OK
+
+
+def _on_off(arg: bytes) -> bool:
+    value = arg.lower()
+    if value == b"on":
+        return True
+    if value == b"off":
+        return False
+    raise ReplyError(SYNTAX)
+
+
+@command("client|reply", 3, "noscript loading stale", group="connection", summary="Instructs the server whether to reply to commands.", since="3.2.0")
+def client_reply(ctx, argv):
+    """CLIENT REPLY ON|OFF|SKIP: OFF and SKIP themselves get no reply."""
+    mode = argv[2].lower()
+    if mode == b"on":
+        ctx.reply_mode = "on"
+        return OK
+    if mode == b"off":
+        ctx.reply_mode = "off"
+        return NO_REPLY
+    if mode == b"skip":
+        if ctx.reply_mode != "off":
+            ctx.reply_mode = "skip-next"
+        return NO_REPLY
+    raise ReplyError(SYNTAX)
+
+
+@command("client|unblock", -3, "admin noscript loading stale", group="connection", summary="Unblocks a client blocked by a blocking command from a different connection.", since="5.0.0")
+def client_unblock(ctx, argv):
+    """CLIENT UNBLOCK client-id [TIMEOUT|ERROR] -> 1 if a blocked client was released."""
+    if len(argv) > 4:
+        raise ReplyError(SYNTAX)
+    as_error = False
+    if len(argv) == 4:
+        reason = argv[3].lower()
+        if reason == b"error":
+            as_error = True
+        elif reason != b"timeout":
+            raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+    target = ctx.server.clients.get(to_int(argv[2]))
+    block = getattr(target, "blocked", None)
+    if block is None:
+        return 0
+    server = ctx.server
+    if as_error:
+        server.unblock(block, server.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
+    else:
+        server.unblock(block, block.on_timeout)
+    return 1
+
+
+CLIENT_HELP = [
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "    * ID <client-id>",
+    "      Kill connections by client id.",
+    "    * MAXAGE <maxage>",
+    "      Kill connections older than the specified age.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are:",
+    "    * LIB-NAME: the client lib name.",
+    "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+def help_reply(lines: list[str]) -> list:
+    return [Simple(line.encode()) for line in lines]
+
+
+@command("client|help", 2, "loading stale", group="connection", summary="Returns helpful text about the different subcommands.", since="5.0.0")
+def client_help(ctx, argv):
+    return help_reply(CLIENT_HELP)

@@ -1,0 +1,333 @@
+"""INFO: Redis's sections and field names, filled from the live server.
+
+Memory figures are honest rather than Redis-shaped: Millrace cannot count
+its allocations the way jemalloc does, so `used_memory` is the process RSS.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+
+from . import REDIS_VERSION, __version__
+from .command import COMMANDS, Command
+
+# Sections in Redis's order; the first group is what INFO / INFO default shows.
+DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace")
+ALL_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace")
+TITLES = {"cpu": "CPU", "modules": "Modules", "commandstats": "Commandstats", "errorstats": "Errorstats", "latencystats": "Latencystats"}
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def bytes_to_human(n: int) -> str:
+    """Redis's bytesToHuman: 1.50K, 12.00M..."""
+    if n < 1024:
+        return f"{n}B"
+    for unit, power in (("K", 1), ("M", 2), ("G", 3), ("T", 4), ("P", 5)):
+        if n < 1024 ** (power + 1) or unit == "P":
+            return f"{n / 1024**power:.2f}{unit}"
+    return f"{n}B"
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, from /proc/self/statm (Linux)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def total_system_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * _PAGE
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def info_string(server, sections: list[str]) -> str:
+    """The INFO text for the requested section names (lower case)."""
+    wanted: list[str] = []
+    for name in sections or ["default"]:
+        if name == "default":
+            wanted.extend(DEFAULT_SECTIONS)
+        elif name in ("all", "everything"):
+            wanted.extend(ALL_SECTIONS)
+        elif name == "module_list":
+            wanted.append("modules")
+        else:
+            wanted.append(name)
+    chosen = [name for name in ALL_SECTIONS if name in wanted]
+    blocks = []
+    for name in chosen:
+        lines = SECTION_BUILDERS[name](server)
+        title = TITLES.get(name, name.capitalize())
+        blocks.append("".join([f"# {title}\r\n", *(f"{key}:{value}\r\n" for key, value in lines)]))
+    return "\r\n".join(blocks)
+
+
+def _server(server) -> list[tuple[str, object]]:
+    config = server.config
+    uptime = int(time.time() - server.start_time)
+    return [
+        ("redis_version", REDIS_VERSION),
+        ("millrace_version", __version__),
+        ("redis_git_sha1", "00000000"),
+        ("redis_git_dirty", 0),
+        ("redis_build_id", "0"),
+        ("redis_mode", "standalone"),
+        ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
+        ("arch_bits", 64 if sys.maxsize > 2**32 else 32),
+        ("monotonic_clock", "POSIX clock_gettime"),
+        ("multiplexing_api", "epoll" if sys.platform.startswith("linux") else "kqueue"),
+        ("atomicvar_api", "c11-builtin"),
+        ("gcc_version", "0.0.0"),
+        ("python_version", platform.python_version()),
+        ("process_id", os.getpid()),
+        ("process_supervised", "no"),
+        ("run_id", server.run_id),
+        ("tcp_port", server.port),
+        ("server_time_usec", time.time_ns() // 1000),
+        ("uptime_in_seconds", uptime),
+        ("uptime_in_days", uptime // 86400),
+        ("hz", config["hz"]),
+        ("configured_hz", config["hz"]),
+        ("lru_clock", int(time.time()) & ((1 << 24) - 1)),
+        ("executable", os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else sys.executable),
+        ("config_file", config.config_file or ""),
+        ("io_threads_active", 0),
+        ("listener0", f"name=tcp,bind={','.join(config['bind'].split())},port={server.port}"),
+    ]
+
+
+def _clients(server) -> list[tuple[str, object]]:
+    clients = [c for c in server.clients.values() if not getattr(c, "loading", False)]
+    return [
+        ("connected_clients", len(clients)),
+        ("cluster_connections", 0),
+        ("maxclients", server.config["maxclients"]),
+        ("client_recent_max_input_buffer", 0),
+        ("client_recent_max_output_buffer", 0),
+        ("blocked_clients", server.blocking.count),
+        ("tracking_clients", 0),
+        ("pubsub_clients", 0),
+        ("watching_clients", sum(1 for c in clients if c.watched)),
+        ("clients_in_timeout_table", sum(1 for c in clients if c.blocked is not None and c.blocked.timer is not None)),
+        ("total_watched_keys", len(server.watched)),
+        ("total_blocking_keys", len(server.blocking.waiters)),
+        ("total_blocking_keys_on_nokey", 0),
+    ]
+
+
+def _memory(server) -> list[tuple[str, object]]:
+    rss = rss_bytes()
+    peak = max(getattr(server, "memory_peak", 0), rss)
+    server.memory_peak = peak
+    system = total_system_memory()
+    maxmemory = server.config["maxmemory"]
+    return [
+        ("used_memory", rss),
+        ("used_memory_human", bytes_to_human(rss)),
+        ("used_memory_rss", rss),
+        ("used_memory_rss_human", bytes_to_human(rss)),
+        ("used_memory_peak", peak),
+        ("used_memory_peak_human", bytes_to_human(peak)),
+        ("used_memory_peak_perc", f"{100 * rss / peak:.2f}%" if peak else "0.00%"),
+        ("used_memory_startup", getattr(server, "memory_startup", 0)),
+        ("used_memory_lua", 0),
+        ("used_memory_lua_human", "0B"),
+        ("used_memory_scripts", 0),
+        ("used_memory_scripts_human", "0B"),
+        ("number_of_cached_scripts", 0),
+        ("total_system_memory", system),
+        ("total_system_memory_human", bytes_to_human(system)),
+        ("maxmemory", maxmemory),
+        ("maxmemory_human", bytes_to_human(maxmemory)),
+        ("maxmemory_policy", server.config["maxmemory-policy"]),
+        ("mem_fragmentation_ratio", "1.00"),
+        ("mem_allocator", "libc"),
+        ("lazyfree_pending_objects", 0),
+    ]
+
+
+def _persistence(server) -> list[tuple[str, object]]:
+    persistence = getattr(server, "persistence_info", None)
+    fields: list[tuple[str, object]] = [
+        ("loading", 1 if getattr(server, "loading", False) else 0),
+        ("async_loading", 0),
+        ("current_cow_peak", 0),
+        ("current_cow_size", 0),
+        ("current_fork_perc", "0.00"),
+        ("current_save_keys_processed", 0),
+        ("current_save_keys_total", 0),
+        ("rdb_changes_since_last_save", server.dirty),
+        ("rdb_bgsave_in_progress", 0),
+        ("rdb_last_save_time", int(getattr(server, "lastsave", server.start_time))),
+        ("rdb_last_bgsave_status", "ok"),
+        ("rdb_last_bgsave_time_sec", -1),
+        ("rdb_current_bgsave_time_sec", -1),
+        ("aof_enabled", 1 if server.config["appendonly"] else 0),
+        ("aof_rewrite_in_progress", 0),
+        ("aof_rewrite_scheduled", 0),
+        ("aof_last_rewrite_time_sec", -1),
+        ("aof_current_rewrite_time_sec", -1),
+        ("aof_last_bgrewrite_status", "ok"),
+        ("aof_rewrites", 0),
+        ("aof_last_write_status", "ok"),
+    ]
+    if persistence is not None:  # the persistence layer may refine or add fields
+        merged = dict(fields)
+        merged.update(persistence())
+        fields = list(merged.items())
+    return fields
+
+
+def _stats(server) -> list[tuple[str, object]]:
+    stats = server.stats
+    return [
+        ("total_connections_received", stats["total_connections_received"]),
+        ("total_commands_processed", stats["total_commands_processed"]),
+        ("instantaneous_ops_per_sec", 0),
+        ("total_net_input_bytes", stats.get("total_net_input_bytes", 0)),
+        ("total_net_output_bytes", stats.get("total_net_output_bytes", 0)),
+        ("rejected_connections", stats["rejected_connections"]),
+        ("sync_full", 0),
+        ("sync_partial_ok", 0),
+        ("sync_partial_err", 0),
+        ("expired_keys", stats["expired_keys"]),
+        ("expired_stale_perc", "0.00"),
+        ("expired_time_cap_reached_count", 0),
+        ("evicted_keys", 0),
+        ("evicted_clients", 0),
+        ("total_eviction_exceeded_time", 0),
+        ("keyspace_hits", stats["keyspace_hits"]),
+        ("keyspace_misses", stats["keyspace_misses"]),
+        ("pubsub_channels", 0),
+        ("pubsub_patterns", 0),
+        ("pubsubshard_channels", 0),
+        ("latest_fork_usec", 0),
+        ("total_forks", 0),
+        ("migrate_cached_sockets", 0),
+        ("total_active_defrag_time", 0),
+        ("tracking_total_keys", 0),
+        ("unexpected_error_replies", 0),
+        ("total_error_replies", stats["total_error_replies"]),
+        ("dump_payload_sanitizations", 0),
+        ("total_reads_processed", stats.get("total_reads_processed", 0)),
+        ("total_writes_processed", stats.get("total_writes_processed", 0)),
+        ("client_query_buffer_limit_disconnections", stats.get("client_query_buffer_limit_disconnections", 0)),
+        ("client_output_buffer_limit_disconnections", 0),
+        ("reply_buffer_shrinks", 0),
+        ("reply_buffer_expands", 0),
+    ]
+
+
+def _replication(server) -> list[tuple[str, object]]:
+    custom = getattr(server, "replication_info", None)
+    if custom is not None:  # the replication layer describes itself
+        return list(custom())
+    return [
+        ("role", "master"),
+        ("connected_slaves", 0),
+        ("master_failover_state", "no-failover"),
+        ("master_replid", server.run_id[:40]),
+        ("master_replid2", "0" * 40),
+        ("master_repl_offset", 0),
+        ("second_repl_offset", -1),
+        ("repl_backlog_active", 0),
+        ("repl_backlog_size", server.config["repl-backlog-size"]),
+        ("repl_backlog_first_byte_offset", 0),
+        ("repl_backlog_histlen", 0),
+    ]
+
+
+def _cpu(server) -> list[tuple[str, object]]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [
+        ("used_cpu_sys", f"{usage.ru_stime:.6f}"),
+        ("used_cpu_user", f"{usage.ru_utime:.6f}"),
+        ("used_cpu_sys_children", f"{children.ru_stime:.6f}"),
+        ("used_cpu_user_children", f"{children.ru_utime:.6f}"),
+        ("used_cpu_sys_main_thread", f"{usage.ru_stime:.6f}"),
+        ("used_cpu_user_main_thread", f"{usage.ru_utime:.6f}"),
+    ]
+
+
+def _modules(server) -> list[tuple[str, object]]:
+    return []
+
+
+def all_commands() -> list[Command]:
+    """Every command and subcommand in the table, parents first."""
+    result = []
+    for cmd in COMMANDS.values():
+        result.append(cmd)
+        result.extend(cmd.subcommands.values())
+    return result
+
+
+def _commandstats(server) -> list[tuple[str, object]]:
+    lines = []
+    for cmd in all_commands():
+        if not (cmd.calls or cmd.failed_calls or cmd.rejected_calls):
+            continue
+        per_call = cmd.usec / cmd.calls if cmd.calls else 0.0
+        lines.append(
+            (
+                f"cmdstat_{cmd.name}",
+                f"calls={cmd.calls},usec={cmd.usec},usec_per_call={per_call:.2f},"
+                f"rejected_calls={cmd.rejected_calls},failed_calls={cmd.failed_calls}",
+            )
+        )
+    return lines
+
+
+def _errorstats(server) -> list[tuple[str, object]]:
+    return [(f"errorstat_{code}", f"count={count}") for code, count in sorted(server.errorstats.items())]
+
+
+def _latencystats(server) -> list[tuple[str, object]]:
+    return []
+
+
+def _cluster(server) -> list[tuple[str, object]]:
+    return [("cluster_enabled", 0)]
+
+
+def _keyspace(server) -> list[tuple[str, object]]:
+    lines = []
+    for db in server.keyspace.dbs:
+        if len(db):
+            lines.append((f"db{db.id}", f"keys={len(db)},expires={len(db.expires)},avg_ttl=0,subexpiry=0"))
+    return lines
+
+
+SECTION_BUILDERS = {
+    "server": _server,
+    "clients": _clients,
+    "memory": _memory,
+    "persistence": _persistence,
+    "stats": _stats,
+    "replication": _replication,
+    "cpu": _cpu,
+    "modules": _modules,
+    "commandstats": _commandstats,
+    "errorstats": _errorstats,
+    "latencystats": _latencystats,
+    "cluster": _cluster,
+    "keyspace": _keyspace,
+}
+
+
+def reset_stats(server) -> None:
+    """CONFIG RESETSTAT: zero the counters INFO stats/commandstats/errorstats show."""
+    for key in server.stats:
+        server.stats[key] = 0
+    server.errorstats.clear()
+    for cmd in all_commands():
+        cmd.calls = cmd.usec = cmd.failed_calls = cmd.rejected_calls = 0
+    server.memory_peak = 0
