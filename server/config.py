@@ -36,6 +36,7 @@ class Param:
     mutable: bool = True
     alias: str | None = None  # the other name of the same setting (slave-read-only...)
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
+    protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
 
 
 PARAMS: dict[str, Param] = {}
@@ -47,8 +48,9 @@ def _param(name: str, kind: str, default: object, **kw) -> None:
 
 _param("port", "int", 6379, high=65535, mutable=False)
 _param("bind", "string", "127.0.0.1 -::1", mutable=False, multi=True)
-_param("dir", "string", "./data")
-_param("dbfilename", "string", "dump.mpk")
+_param("dir", "string", "./data", protected=True)
+_param("dbfilename", "string", "dump.mpk", protected=True)
+_param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"), mutable=False)
 _param("appendfilename", "string", "appendonly.aof", mutable=False)
 _param("appenddirname", "string", "appendonlydir", mutable=False)
 _param("databases", "int", 16, low=1, high=INT_MAX, mutable=False)
@@ -70,7 +72,7 @@ _param("logfile", "string", "", mutable=False)
 _param("pidfile", "string", "", mutable=False)
 _param("save", "save", "3600 1 300 100 60 10000", multi=True)
 _param("appendonly", "bool", False)
-_param("appendfsync", "enum", "everysec", choices=("always", "everysec", "no"))
+_param("appendfsync", "enum", "everysec", choices=("everysec", "always", "no"))
 _param("stream-node-max-entries", "int", 100, high=LLONG_MAX)
 _param("stream-node-max-bytes", "memory", 4096, high=LONG_MAX)
 _param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
@@ -188,10 +190,12 @@ class Config:
             if param is None:
                 raise ReplyError(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
             if param.name in seen or (param.alias and param.alias in seen):
-                raise ReplyError(f"ERR Duplicate parameter - {name}")
+                raise _invalid(name, "duplicate parameter")
             seen.add(param.name)
             if not param.mutable and not startup:
                 raise _invalid(name, "can't set immutable config")
+            if param.protected and not startup and self.values["enable-protected-configs"] == "no":
+                raise _invalid(name, "can't set protected config")
             try:
                 if param.name == "dir" and not startup and not os.path.isdir(raw):
                     raise ConfigError("No such file or directory")

@@ -79,8 +79,8 @@ def legacy_keys(cmd: Command) -> tuple[int, int, int]:
 
 def key_flags(cmd: Command) -> list[str]:
     if "write" in cmd.flags:
-        return ["RW", "UPDATE"]
-    return ["RO", "ACCESS"]
+        return ["RW", "update"]
+    return ["RO", "access"]
 
 
 def key_specs(cmd: Command) -> list:

@@ -1,0 +1,79 @@
+"""A raw socket client for tests that must see exact bytes on the wire."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import hiredis
+
+
+def encode_command(*args) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+class RawConn:
+    """Send bytes, read replies parsed by hiredis (errors come back as values)."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.reader = hiredis.Reader(notEnoughData=Ellipsis)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def call(self, *args):
+        self.send(encode_command(*args))
+        return self.read()
+
+    def read(self):
+        while True:
+            reply = self.reader.gets()
+            if reply is not Ellipsis:
+                return reply
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by server")
+            self.reader.feed(data)
+
+    def read_raw(self, until: bytes | None = None, timeout: float = 5.0) -> bytes:
+        """Bytes as they arrive, until `until` is seen, the peer closes or timeout passes."""
+        buf = b""
+        deadline = time.monotonic() + timeout
+        self.sock.settimeout(0.2)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    data = self.sock.recv(65536)
+                except TimeoutError:
+                    if until is None and buf:
+                        break
+                    continue
+                if not data:
+                    break
+                buf += data
+                if until is not None and until in buf:
+                    break
+        finally:
+            self.sock.settimeout(10.0)
+        return buf
+
+    def is_closed(self, timeout: float = 5.0) -> bool:
+        """True once the server has closed the connection (EOF or reset)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
