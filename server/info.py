@@ -189,7 +189,7 @@ def _stats(server) -> list[tuple[str, object]]:
     stats = server.stats
     return [
         ("total_connections_received", stats["total_connections_received"]),
-        ("total_commands_processed", stats["total_commands_processed"]),
+        ("total_commands_processed", server.total_commands_processed),
         ("instantaneous_ops_per_sec", 0),
         ("total_net_input_bytes", stats.get("total_net_input_bytes", 0)),
         ("total_net_output_bytes", stats.get("total_net_output_bytes", 0)),
@@ -329,5 +329,5 @@ def reset_stats(server) -> None:
         server.stats[key] = 0
     server.errorstats.clear()
     for cmd in all_commands():
-        cmd.calls = cmd.usec = cmd.failed_calls = cmd.rejected_calls = 0
+        cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0
     server.memory_peak = 0

@@ -7,7 +7,8 @@ import time
 from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import OK, Raw, Simple, Verbatim
 
-from ..command import command, container
+from ..client import OFF, ON, SKIP_NEXT
+from ..command import COMMANDS, command, container
 from .args import to_int
 from .connection import validate_name
 
@@ -37,15 +38,26 @@ def client_flags(client) -> str:
     return flags or "N"
 
 
-def client_info(client, now: float | None = None) -> str:
+def command_name(argv) -> str:
+    """The full name (`config|get`) of the command argv calls, for CLIENT LIST cmd=."""
+    if not isinstance(argv, list) or not argv:
+        return "NULL"
+    cmd = COMMANDS.get(argv[0].lower())
+    if cmd is None:
+        return "NULL"
+    if cmd.subcommands and len(argv) > 1:
+        cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+    return cmd.name
+
+
+def client_info(client, now: float | None = None, current: str | None = None) -> str:
     """One CLIENT LIST line, fields in Redis 7.4's order.
 
     Buffer sizes are approximations: Millrace's buffers live in asyncio and
     hiredis, so qbuf reports what the request reader still holds.
     """
     now = time.time() if now is None else now
-    cmd = getattr(client, "last_cmd", None)
-    cmd_name = cmd.name if cmd is not None else "NULL"
+    cmd_name = current or command_name(client.last_command)
     multi = len(client.multi) if client.multi is not None else -1
     transport = client.transport
     obl = transport.get_write_buffer_size() if transport is not None else 0
@@ -98,7 +110,7 @@ def client_setinfo(ctx, argv):
 
 @command("client|info", 2, "noscript loading stale", group="connection", summary="Returns information about the connection.", since="6.2.0")
 def client_info_cmd(ctx, argv):
-    return Verbatim((client_info(ctx) + "\n").encode("latin-1"))
+    return Verbatim((client_info(ctx, current="client|info") + "\n").encode("latin-1"))
 
 
 @command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0")
@@ -121,7 +133,8 @@ def client_list(ctx, argv):
     else:
         raise ReplyError(SYNTAX)
     now = time.time()
-    return Verbatim("".join(client_info(c, now) + "\n" for c in chosen).encode("latin-1"))
+    lines = (client_info(c, now, "client|list" if c is ctx else None) + "\n" for c in chosen)
+    return Verbatim("".join(lines).encode("latin-1"))
 
 
 @command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0")
@@ -218,14 +231,14 @@ def client_reply(ctx, argv):
     """CLIENT REPLY ON|OFF|SKIP: OFF and SKIP themselves get no reply."""
     mode = argv[2].lower()
     if mode == b"on":
-        ctx.reply_mode = "on"
+        ctx.reply_mode = ON
         return OK
     if mode == b"off":
-        ctx.reply_mode = "off"
+        ctx.reply_mode = OFF
         return NO_REPLY
     if mode == b"skip":
-        if ctx.reply_mode != "off":
-            ctx.reply_mode = "skip-next"
+        if ctx.reply_mode is not OFF:
+            ctx.reply_mode = SKIP_NEXT
         return NO_REPLY
     raise ReplyError(SYNTAX)
 

@@ -8,6 +8,7 @@ from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import OK, PONG, Map, Simple
 
 from .. import REDIS_VERSION
+from ..client import ON
 from ..command import command
 from .args import to_int
 
@@ -140,7 +141,7 @@ def reset(ctx, argv):
     ctx.set_resp(2)
     ctx.authenticated = not server.config["requirepass"]
     ctx.name = b""
-    ctx.reply_mode = "on"
+    ctx.reply_mode = ON
     ctx.flags_no_evict = False
     ctx.no_touch = False
     if ctx.monitor:
