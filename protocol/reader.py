@@ -241,20 +241,19 @@ class RequestReader:
                 return
         if last_skipped:  # rare: no argument to check the end against, so count exactly
             at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data) and not reader.has_data()
+        elif not done or reader.has_data() or data[-2:] != b"\r\n":
+            at_boundary = False
         else:
-            at_boundary = self._ends_at_boundary(data, commands, done)
+            # hiredis stopped between commands iff the read ends with the last
+            # argument's `\r\n<arg>\r\n` (exact, but for a payload crafted to
+            # mimic one, which can only confuse its own connection).
+            last = commands[-1][-1]
+            end = len(data) - 2 - len(last)
+            at_boundary = end >= 2 and data[end - 2 : end] == b"\r\n" and data.startswith(last, end)
         if at_boundary:
             self._carry, self._check = 0, None
         else:
             self._pending(data, pos, commands, first, skipped, done or skipped)
-
-    def _ends_at_boundary(self, data: bytes, commands: list, completed: int) -> bool:
-        """Whether hiredis stopped between commands; exact but for a payload crafted to mimic one."""
-        if not completed or self._reader.has_data() or data[-2:] != b"\r\n":
-            return False
-        last = commands[-1][-1]
-        end = len(data) - 2 - len(last)
-        return end >= 2 and data[end - 2 : end] == b"\r\n" and data.startswith(last, end)
 
     def _pending(self, data: bytes, pos: int, commands: list, first: int, skipped: int, completed: int) -> None:
         """A command is incomplete after this read: track its size and check its headers."""
