@@ -80,11 +80,7 @@ class Server:
         return cmd
 
     def execute(self, client, argv: list[bytes]):
-        """Run one command for client; returns the reply, or BLOCKED.
-
-        This is the hot path: the checks and the call of `call()` are inlined
-        for the common case (no MONITOR, no MULTI, an ordinary command).
-        """
+        """Run one command for client; returns the reply, or BLOCKED."""
         cmd = self.commands.get(argv[0]) or self.lookup_command(argv[0])
         try:
             if cmd is None:
@@ -100,29 +96,12 @@ class Server:
             if client.multi is not None:
                 client.multi_error = True
             return self.error(exc.message, cmd, rejected=True)
-        if client.multi is not None or self.monitors or cmd.blocking:
-            if client.multi is not None and cmd.name not in NOT_QUEUED:
-                return client.queue(cmd, argv)
-            return self.call(client, cmd, argv)
-        cmd.calls += 1
-        start = perf_counter_ns()
-        try:
-            result = cmd.handler(client, argv)
-        except ReplyError as exc:
-            cmd.failed_calls += 1
-            result = self.error(exc.message)
-        else:
-            if cmd.write:
-                result, effects = result
-                if effects:
-                    self.after_write(client.db.id, effects)
-        cmd.duration_ns += perf_counter_ns() - start
-        if client.db.expired:
-            self.propagate_expired(client.db)
-        return result
+        if client.multi is not None and cmd.name not in NOT_QUEUED:
+            return client.queue(cmd, argv)
+        return self.call(client, cmd, argv)
 
     def call(self, client, cmd: Command, argv: list[bytes]):
-        """Run a resolved command: the general path, used by EXEC, blocking commands and loaders."""
+        """Run a resolved command; used by execute, EXEC and the loaders."""
         if self.monitors:
             self.feed_monitors(client, cmd, argv)
         cmd.calls += 1
