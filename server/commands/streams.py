@@ -1,0 +1,489 @@
+"""Stream commands: XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XSETID, XREAD, XINFO STREAM/HELP.
+
+Parsing follows t_stream.c so that errors come out in Redis's order and words.
+Writes return effects that reproduce their outcome exactly: XADD with the ID
+it generated and, when it trimmed, `MAXLEN = <resulting length>`; XTRIM as
+`MAXLEN = <resulting length>`; XDEL with the IDs actually removed; XSETID with
+explicit ENTRIESADDED and MAXDELETEDID.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import SYNTAX, ReplyError, wrong_arity
+from protocol.reply import NULL_ARRAY, Map, Simple
+from server.blocking import Block
+from storage.stream import Stream
+from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id, parse_xadd_id
+
+from ..command import COMMANDS, command, container
+from .args import to_int
+
+LLONG_MAX = (1 << 63) - 1
+NO_SUCH_KEY = "ERR no such key"
+
+
+def _stream(ctx, key: bytes) -> Stream | None:
+    return ctx.db.lookup_type(key, ctx.server.now, Stream)
+
+
+def entries_reply(entries: list[tuple[int, list[bytes]]]) -> list:
+    """[[id, [field, value, ...]], ...] as Redis emits a range."""
+    return [[format_id(entry_id), fields] for entry_id, fields in entries]
+
+
+# -- XADD / XTRIM arguments --------------------------------------------------------
+
+
+class TrimArgs:
+    """streamAddTrimArgs: the trimming options of XADD and XTRIM, plus XADD's ID."""
+
+    __slots__ = ("strategy", "approx", "limit", "maxlen", "minid", "id_pos", "ms", "seq", "id_given", "nomkstream")
+
+    def __init__(self) -> None:
+        self.strategy: bytes | None = None  # b"maxlen" or b"minid"
+        self.approx = False
+        self.limit = 0
+        self.maxlen = 0
+        self.minid = 0
+        self.id_pos = 0
+        self.ms: int | None = None
+        self.seq: int | None = None
+        self.id_given = False
+        self.nomkstream = False
+
+    def trim(self, stream: Stream) -> int:
+        if self.strategy is None:
+            return 0
+        if self.strategy == b"maxlen":
+            return stream.trim(maxlen=self.maxlen, approx=self.approx, limit=self.limit)
+        return stream.trim(minid=self.minid, approx=self.approx, limit=self.limit)
+
+
+def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
+    """streamParseAddOrTrimArgsOrReply: options in any order, then (XADD) the ID."""
+    args = TrimArgs()
+    limit_given = False
+    argc = len(argv)
+    i = 2
+    while i < argc:
+        moreargs = argc - 1 - i
+        opt = argv[i]
+        if xadd and opt == b"*":
+            break
+        lower = opt.lower()
+        if (lower == b"maxlen" or lower == b"minid") and moreargs:
+            if args.strategy is not None:
+                raise ReplyError("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
+            args.approx = False
+            following = argv[i + 1]
+            if moreargs >= 2 and following == b"~":
+                args.approx = True
+                i += 1
+            elif moreargs >= 2 and following == b"=":
+                i += 1
+            if lower == b"maxlen":
+                args.maxlen = to_int(argv[i + 1])
+                if args.maxlen < 0:
+                    raise ReplyError("ERR The MAXLEN argument must be >= 0.")
+            else:
+                args.minid = parse_strict_id(argv[i + 1])
+            i += 1
+            args.strategy = lower
+        elif lower == b"limit" and moreargs:
+            args.limit = to_int(argv[i + 1])
+            if args.limit < 0:
+                raise ReplyError("ERR The LIMIT argument must be >= 0.")
+            limit_given = True
+            i += 1
+        elif xadd and lower == b"nomkstream":
+            args.nomkstream = True
+        elif xadd:
+            args.ms, args.seq = parse_xadd_id(opt)
+            args.id_given = True
+            break
+        else:
+            raise ReplyError(SYNTAX)
+        i += 1
+    args.id_pos = i
+    if args.limit and args.strategy is None:
+        raise ReplyError("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
+    if not xadd and args.strategy is None:
+        raise ReplyError("ERR syntax error, XTRIM must be called with a trimming strategy")
+    if ctx.loading:
+        args.limit = 0  # effects are exact: never cap the work when replaying them
+    elif limit_given:
+        if not args.approx:
+            raise ReplyError("ERR syntax error, LIMIT cannot be used without the special ~ option")
+    elif args.approx:
+        limit = 100 * ctx.server.config["stream-node-max-entries"]
+        args.limit = 10000 if limit <= 0 else min(limit, 1000000)
+    else:
+        args.limit = 0
+    return args
+
+
+def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
+    return [name, key, b"MAXLEN", b"=", b"%d" % stream.length]
+
+
+@command(
+    "xadd", -5, "write denyoom fast", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="Appends a new message to a stream. Creates the key if it doesn't exist.",
+    complexity="O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.",
+)
+def xadd(ctx, argv):
+    """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]"""
+    args = parse_trim_args(ctx, argv, xadd=True)
+    field_pos = args.id_pos + 1
+    nfields = len(argv) - field_pos
+    if nfields < 2 or nfields % 2:
+        raise wrong_arity("xadd")
+    if args.id_given and args.seq is not None and args.ms == 0 and args.seq == 0:
+        raise ReplyError("ERR The ID specified in XADD must be greater than 0-0")
+    key = argv[1]
+    server = ctx.server
+    stream = ctx.db.lookup_type(key, server.now, Stream)
+    created = stream is None
+    if created:
+        if args.nomkstream:
+            return None, []
+        stream = Stream()
+    if args.id_given:
+        new_id = stream.next_id(server.now, args.ms, args.seq)
+    else:
+        new_id = stream.next_id(server.now)
+    config = server.config
+    fields = argv[field_pos:]
+    stream.append(new_id, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+    if created:
+        ctx.db.set(key, stream)
+    reply = format_id(new_id)
+    if args.strategy is not None and args.trim(stream):
+        return reply, [[b"XADD", key, b"MAXLEN", b"=", b"%d" % stream.length, reply, *fields]]
+    return reply, [[b"XADD", key, reply, *fields]]
+
+
+@command(
+    "xtrim", -4, "write", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="Deletes messages from the beginning of a stream.",
+    complexity="O(N), with N being the number of evicted entries.",
+)
+def xtrim(ctx, argv):
+    """XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]"""
+    args = parse_trim_args(ctx, argv, xadd=False)
+    stream = _stream(ctx, argv[1])
+    if stream is None:
+        return 0, []
+    deleted = args.trim(stream)
+    return deleted, ([_trim_effect(b"XTRIM", argv[1], stream)] if deleted else [])
+
+
+# -- reading ranges -----------------------------------------------------------------
+
+
+def _interval(arg: bytes, missing_seq: int) -> tuple[int, bool]:
+    """A range bound: `(id` is exclusive (and then - and + are invalid)."""
+    if len(arg) > 1 and arg[:1] == b"(":
+        return parse_strict_id(arg[1:], missing_seq), True
+    return parse_id(arg, missing_seq), False
+
+
+def _range(ctx, argv: list[bytes], rev: bool):
+    start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
+    start, exclusive = _interval(start_arg, 0)
+    if exclusive:
+        if start == MAX_ID:
+            raise ReplyError("ERR invalid start ID for the interval")
+        start += 1
+    end, exclusive = _interval(end_arg, (1 << 64) - 1)
+    if exclusive:
+        if end == 0:
+            raise ReplyError("ERR invalid end ID for the interval")
+        end -= 1
+    count = -1
+    j = 4
+    while j < len(argv):
+        if argv[j].lower() == b"count" and len(argv) - j - 1 >= 1:
+            count = max(to_int(argv[j + 1]), 0)
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    stream = _stream(ctx, argv[1])
+    if stream is None:
+        return []
+    if count == 0:
+        return NULL_ARRAY
+    return entries_reply(stream.range(start, end, count if count > 0 else None, rev))
+
+
+@command(
+    "xrange", -4, "readonly", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="Returns the messages from a stream within a range of IDs.",
+    complexity="O(N) with N being the number of elements being returned.",
+)
+def xrange(ctx, argv):
+    """XRANGE key start end [COUNT count]"""
+    return _range(ctx, argv, rev=False)
+
+
+@command(
+    "xrevrange", -4, "readonly", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="Returns the messages from a stream within a range of IDs in reverse order.",
+    complexity="O(N) with N being the number of elements returned.",
+)
+def xrevrange(ctx, argv):
+    """XREVRANGE key end start [COUNT count]"""
+    return _range(ctx, argv, rev=True)
+
+
+@command("xlen", 2, "readonly fast", keys=(1, 1, 1), group="stream", since="5.0.0", summary="Return the number of messages in a stream.")
+def xlen(ctx, argv):
+    stream = _stream(ctx, argv[1])
+    return 0 if stream is None else stream.length
+
+
+# -- XDEL / XSETID ----------------------------------------------------------------------
+
+
+@command(
+    "xdel", -3, "write fast", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="Returns the number of messages after removing them from a stream.",
+    complexity="O(1) for each single item to delete in the stream, regardless of the stream size.",
+)
+def xdel(ctx, argv):
+    """XDEL key id [id ...]"""
+    stream = _stream(ctx, argv[1])
+    if stream is None:
+        return 0, []
+    ids = [parse_strict_id(arg) for arg in argv[2:]]
+    removed = stream.delete(ids)
+    if not removed:
+        return 0, []
+    return len(removed), [[b"XDEL", argv[1], *map(format_id, removed)]]
+
+
+@command(
+    "xsetid", -3, "write denyoom fast", keys=(1, 1, 1), group="stream", since="5.0.0",
+    summary="An internal command for replicating stream values.",
+)
+def xsetid(ctx, argv):
+    """XSETID key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"""
+    last_id = parse_strict_id(argv[2])
+    entries_added = -1
+    max_deleted = 0
+    i = 3
+    while i < len(argv):
+        moreargs = len(argv) - 1 - i
+        opt = argv[i].lower()
+        if opt == b"entriesadded" and moreargs:
+            entries_added = to_int(argv[i + 1])
+            if entries_added < 0:
+                raise ReplyError("ERR entries_added must be positive")
+        elif opt == b"maxdeletedid" and moreargs:
+            max_deleted = parse_strict_id(argv[i + 1])
+            if last_id < max_deleted:
+                raise ReplyError("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")
+        else:
+            raise ReplyError(SYNTAX)
+        i += 2
+    stream = _stream(ctx, argv[1])
+    if stream is None:
+        raise ReplyError(NO_SUCH_KEY)
+    stream.set_id(last_id, entries_added, max_deleted)
+    effect = [
+        b"XSETID", argv[1], format_id(stream.last_id),
+        b"ENTRIESADDED", b"%d" % stream.entries_added,
+        b"MAXDELETEDID", format_id(stream.max_deleted_entry_id),
+    ]
+    return Simple(b"OK"), [effect]
+
+
+# -- XREAD ----------------------------------------------------------------------------------
+
+
+def streams_keys(argv: list[bytes]) -> list[int]:
+    """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
+    for i in range(1, len(argv)):
+        if argv[i].lower() == b"streams":
+            rest = len(argv) - i - 1
+            return list(range(i + 1, i + 1 + rest // 2))
+    return []
+
+
+def parse_timeout(arg: bytes, now: int) -> int:
+    """BLOCK's milliseconds as getTimeoutFromObjectOrReply checks them; 0 means for ever."""
+    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise ReplyError("ERR timeout is negative")
+    if timeout > 0 and timeout > LLONG_MAX - now:
+        raise ReplyError("ERR timeout is out of range")
+    return timeout
+
+
+LAST_ENTRY = -1  # XREAD's `+`: resolved again each time the read is tried
+
+
+def _read(ctx, keys: list[bytes], after: list[int], count: int, skip_wrong_type: bool):
+    """Entries newer than after[i] in each stream; None when no stream has any."""
+    db, now = ctx.db, ctx.server.now
+    found = []
+    for key, gt in zip(keys, after, strict=True):
+        value = db.lookup(key, now)
+        if type(value) is not Stream:
+            if value is not None and not skip_wrong_type:
+                raise ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+            continue
+        if not value.length:
+            continue
+        last = value.last_valid_id()
+        if gt == LAST_ENTRY:
+            gt = last - 1
+        if last > gt:
+            found.append((key, entries_reply(value.range(gt + 1, MAX_ID, count or None))))
+    if not found:
+        return None
+    if ctx.resp == 3:
+        return Map(found)
+    return [[key, entries] for key, entries in found]
+
+
+@command(
+    "xread", -4, "readonly blocking", keys=streams_keys, group="stream", since="5.0.0",
+    summary="Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.",
+)
+def xread(ctx, argv):
+    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"""
+    timeout = -1
+    count = 0
+    streams_arg = 0
+    argc = len(argv)
+    i = 1
+    while i < argc:
+        moreargs = argc - i - 1
+        opt = argv[i].lower()
+        if opt == b"block" and moreargs:
+            i += 1
+            timeout = parse_timeout(argv[i], ctx.server.now)
+        elif opt == b"count" and moreargs:
+            i += 1
+            count = max(to_int(argv[i]), 0)
+        elif opt == b"streams" and moreargs:
+            streams_arg = i + 1
+            if (argc - streams_arg) % 2:
+                raise ReplyError("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.")
+            break
+        elif opt == b"group" and moreargs >= 2:
+            raise ReplyError("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
+        elif opt == b"noack":
+            raise ReplyError("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
+        else:
+            raise ReplyError(SYNTAX)
+        i += 1
+    if not streams_arg:
+        raise ReplyError(SYNTAX)
+    nkeys = (argc - streams_arg) // 2
+    keys = argv[streams_arg:streams_arg + nkeys]
+    after: list[int] = []
+    db, now = ctx.db, ctx.server.now
+    for key, arg in zip(keys, argv[streams_arg + nkeys:], strict=True):
+        stream = db.lookup_type(key, now, Stream)  # WRONGTYPE before the ID is parsed, as Redis
+        if arg == b"$":
+            after.append(stream.last_id if stream is not None else 0)
+        elif arg == b"+":
+            after.append(LAST_ENTRY)
+        elif arg == b">":
+            raise ReplyError("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
+        else:
+            after.append(parse_strict_id(arg))
+    reply = _read(ctx, keys, after, count, skip_wrong_type=False)
+    if reply is not None:
+        return reply
+    if timeout == -1:
+        return NULL_ARRAY
+    if timeout > 10**12:
+        timeout = 0  # beyond thirty years: wait for ever, the event loop's timers stop there
+
+    def attempt():
+        return _read(ctx, keys, after, count, skip_wrong_type=True)
+
+    return Block(list(keys), timeout, attempt, NULL_ARRAY)
+
+
+# -- XINFO STREAM / HELP ---------------------------------------------------------------------
+
+if b"xinfo" not in COMMANDS:
+    container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
+
+
+def full_groups_section(stream: Stream, count: int) -> list:
+    """XINFO STREAM FULL's `groups`: [] without groups, else written by server/commands/groups.py."""
+    if not stream.groups:
+        return []
+    try:
+        from .groups import full_groups
+    except ImportError:
+        return []
+    return full_groups(stream, count)
+
+
+def _subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
+    name = argv[1].decode(errors="replace")[:128]
+    return ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try {argv[0].decode(errors='replace').upper()} HELP.")
+
+
+@command(
+    "xinfo|stream", -3, "readonly", keys=(2, 2, 1), group="stream", since="5.0.0",
+    summary="Returns information about a stream.",
+)
+def xinfo_stream(ctx, argv):
+    """XINFO STREAM key [FULL [COUNT count]]"""
+    stream = _stream(ctx, argv[2])
+    if stream is None:
+        raise ReplyError(NO_SUCH_KEY)
+    options = argv[3:]
+    full = bool(options)
+    count = 10
+    if full:
+        if len(options) not in (1, 3) or options[0].lower() != b"full":
+            raise _subcommand_syntax_error(argv)
+        if len(options) == 3:
+            if options[1].lower() != b"count":
+                raise _subcommand_syntax_error(argv)
+            count = to_int(options[2])
+            if count < 0:
+                count = 10
+    info = Map()
+    info[b"length"] = stream.length
+    info[b"radix-tree-keys"] = stream.radix_tree_keys()
+    info[b"radix-tree-nodes"] = stream.radix_tree_nodes()
+    info[b"last-generated-id"] = format_id(stream.last_id)
+    info[b"max-deleted-entry-id"] = format_id(stream.max_deleted_entry_id)
+    info[b"entries-added"] = stream.entries_added
+    info[b"recorded-first-entry-id"] = format_id(stream.first_id)
+    if not full:
+        info[b"groups"] = len(stream.groups)
+        first, last = stream.first_entry(), stream.last_entry()
+        info[b"first-entry"] = [format_id(first[0]), first[1]] if first else None
+        info[b"last-entry"] = [format_id(last[0]), last[1]] if last else None
+    else:
+        info[b"entries"] = entries_reply(stream.range(0, MAX_ID, count or None))
+        info[b"groups"] = full_groups_section(stream, count)
+    return info
+
+
+XINFO_HELP = (
+    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+    "HELP",
+    "    Print this help.",
+)
+
+
+@command("xinfo|help", 2, "loading stale", group="stream", since="5.0.0", summary="Returns helpful text about the different subcommands.")
+def xinfo_help(ctx, argv):
+    return [Simple(line.encode()) for line in XINFO_HELP]
