@@ -25,6 +25,7 @@ class Block:
     db: int = 0
     client: object = None
     timer: object = None
+    write: bool = False  # the blocked command is a write: attempt() returns (reply, effects)
     keys_seen: list[bytes] = field(default_factory=list)
 
 
