@@ -1,0 +1,159 @@
+"""Writes: every row becomes one XADD, pipelined in batches of `writeBatchSize`.
+
+Columns: the target key is option `stream` or else a `stream` column; an `id`
+column (when present and not null) gives an explicit entry ID, otherwise `*`; a
+`fields` map column contributes its pairs; every other column (besides `ts_ms`
+and `seq`, which describe an ID) becomes a field named after it, its value
+written as text; nulls are left out. So a DataFrame read with the default
+schema writes back the same entries. Options `maxlen` / `minid` (with
+`approximate=true` for `~`) trim on every XADD.
+
+Writes are at least once: a retried Spark task adds its rows again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import redis
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import MapType, StructType
+
+from pipeline.client import SourceError, connect, ping
+from pipeline.options import OptionError, SourceOptions
+from pipeline.stream_ids import format_id
+
+_ID_PARTS = ("ts_ms", "seq")
+
+
+@dataclass
+class WriteCount(WriterCommitMessage):
+    rows: int
+
+
+def _text(value) -> bytes | str | None:
+    if value is None or isinstance(value, bytes | str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, int | decimal.Decimal):
+        return str(value)
+    raise TypeError(f"cannot write a {type(value).__name__} as a stream field value")
+
+
+def check_schema(schema: StructType, options: SourceOptions) -> None:
+    names = schema.fieldNames()
+    if not options.stream and "stream" not in names:
+        raise OptionError("option 'stream' is required (or a 'stream' column naming each row's stream)")
+    if "fields" in names and not isinstance(schema["fields"].dataType, MapType):
+        raise OptionError("column 'fields' must be a map of field names to values")
+    if not [n for n in names if n not in ("stream", "id", *_ID_PARTS)]:
+        raise OptionError("nothing to write: a stream entry needs at least one field (a 'fields' map or other columns)")
+
+
+def _trim_args(options: SourceOptions) -> list:
+    approx = ["~"] if options.approximate else []
+    if options.maxlen is not None:
+        return ["MAXLEN", *approx, options.maxlen]
+    if options.minid is not None:
+        return ["MINID", *approx, format_id(options.minid)]
+    return []
+
+
+def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> WriteCount:
+    client = connect(options.connection)
+    ping(client, options.connection)
+    trim = _trim_args(options)
+    written = 0
+    pipe = client.pipeline(transaction=False)
+    try:
+        for batch in batches:
+            columns = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+            keys = columns.pop("stream", None)
+            ids = columns.pop("id", None)
+            maps = columns.pop("fields", None)
+            for name in _ID_PARTS:
+                columns.pop(name, None)
+            for row in range(batch.num_rows):
+                key = options.stream or (keys[row] if keys else None)
+                if not key:
+                    raise SourceError(
+                        f"millrace: row {written + row} has no stream (null 'stream' column and no option 'stream')"
+                    )
+                entry_id = ids[row] if ids and ids[row] is not None else "*"
+                args: list = ["XADD", key, *trim, entry_id]
+                if maps and maps[row]:
+                    for field, value in maps[row]:
+                        if value is not None:
+                            args += [field, _text(value)]
+                for name, values in columns.items():
+                    if values[row] is not None:
+                        args += [name, _text(values[row])]
+                if len(args) == 4 + len(trim):
+                    raise SourceError(f"millrace: row {written + row} for stream {key!r} has no non-null field to write")
+                pipe.execute_command(*args)
+            written += batch.num_rows
+            if len(pipe) >= options.write_batch_size:
+                _flush(pipe)
+        _flush(pipe)
+    except redis.ConnectionError as exc:
+        raise SourceError(f"millrace: lost the server at {options.connection.describe()} while writing: {exc}")
+    finally:
+        client.close()
+    return WriteCount(written)
+
+
+def _flush(pipe) -> None:
+    if not len(pipe):
+        return
+    for reply in pipe.execute(raise_on_error=False):
+        if isinstance(reply, Exception):
+            raise SourceError(f"millrace: XADD failed: {reply}")
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        check_schema(schema, options)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
+        return write_batches(self.options, _small(iterator, self.options.write_batch_size))
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        check_schema(schema, options)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
+        return write_batches(self.options, _small(iterator, self.options.write_batch_size))
+
+    def commit(self, messages, batchId: int) -> None:
+        pass
+
+    def abort(self, messages, batchId: int) -> None:
+        pass
+
+
+def _small(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """Slices of at most `rows` rows, so the pipeline is flushed every `writeBatchSize` entries."""
+    for batch in batches:
+        for offset in range(0, batch.num_rows, rows):
+            yield batch.slice(offset, rows)
+
+
+def check_reachable(options: SourceOptions) -> None:
+    """Called on the driver when the write is planned, so a bad address fails before any task runs."""
+    client = connect(options.connection)
+    try:
+        ping(client, options.connection)
+    finally:
+        client.close()
