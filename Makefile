@@ -25,7 +25,7 @@ lint: install
 	$(PY) -m ruff check .
 
 bench: install
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 pipeline: install
 	$(PY) -m pipeline.jobs.run_all

@@ -1,0 +1,1 @@
+"""Benchmarks: Millrace against Redis and the thin Python server (`python -m bench`)."""
