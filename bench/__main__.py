@@ -105,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"suites to run (default: all): {', '.join(suites)}")
     parser.add_argument("--quick", action="store_true", help="small sizes and short runs (a smoke test, not a measurement)")
     parser.add_argument("--json", default=str(HERE / "results.json"), help="where to write the machine-readable results (default: bench/results.json)")
+    parser.add_argument("--millrace-root", type=Path, help="run Millrace from this checkout instead (to compare branches)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in suites]
     if unknown:
         parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(suites)}")
     chosen = args.suites or suites
-    env = Env(quick=args.quick, verbose=not args.quiet)
+    env = Env(quick=args.quick, verbose=not args.quiet, millrace_root=args.millrace_root)
 
     started = time.monotonic()
     all_rows: list[Row] = []
