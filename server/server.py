@@ -26,7 +26,7 @@ from .config import Config
 Effects = list[list[bytes]]
 
 # Commands that run at once even inside MULTI, as in Redis.
-NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "unwatch", "quit", "reset"})
+NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 BLOCKED = object()  # execute() result: the client is now waiting
 
 
@@ -95,6 +95,11 @@ class Server:
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
+                if cmd is not None and cmd.name == "exec":
+                    # a rejected EXEC ends the transaction (Redis's execCommandAbort)
+                    from .commands.transactions import exec_abort
+
+                    return self.error(exec_abort(client, exc.message), cmd, rejected=True)
             return self.error(exc.message, cmd, rejected=True)
         if client.multi is not None and cmd.name not in NOT_QUEUED:
             return client.queue(cmd, argv)
@@ -140,6 +145,10 @@ class Server:
     # -- writes: effects, WATCH, blocked clients, propagation -------------
 
     def after_write(self, db: int, effects: Effects) -> None:
+        database = self.keyspace[db]
+        if database.expired:
+            # keys the command found expired propagate first (their DEL must precede its effects)
+            self.propagate_expired(database)
         self.dirty += len(effects)
         if self.watched or self.blocking.waiters:
             for argv in effects:
@@ -155,9 +164,10 @@ class Server:
             return
         name = cmd.name
         if name in ("flushall", "flushdb", "swapdb"):
+            # blocked clients re-check; WATCHes were touched by the command (touch_watched_db)
             for index in range(len(self.keyspace)):
                 if name == "flushall" or index == db or (name == "swapdb" and str(index).encode() in argv[1:]):
-                    self.touch_db(index)
+                    self.blocking.touch_db(index)
             return
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
@@ -178,6 +188,22 @@ class Server:
                 for client in watchers:
                     client.dirty_cas = True
         self.blocking.touch_db(db)
+
+    def touch_watched_db(self, index: int, swapped_with: int | None = None) -> None:
+        """Before FLUSHDB/FLUSHALL/SWAPDB empty or replace database `index`.
+
+        As Redis's touchAllWatchedKeysInDb: a WATCHed key is touched only if it
+        exists there, or will exist (and not already expired) in the database
+        swapped in; watching a key that stays absent is no change.
+        """
+        if not self.watched:
+            return
+        db = self.keyspace[index].data
+        other = self.keyspace[swapped_with] if swapped_with is not None else None
+        for (wdb, key), clients in self.watched.items():
+            if wdb == index and (key in db or (other is not None and key in other.data and not other.is_expired(key, self.now))):
+                for client in clients:
+                    client.dirty_cas = True
 
     def propagate(self, db: int, effects: Effects) -> None:
         """Hand normalized commands to the AOF and replicas, atomically."""

@@ -8,9 +8,13 @@ clock, exactly as in Redis).
 
 from __future__ import annotations
 
+import random
 from itertools import islice
 
 from protocol.errors import WRONGTYPE, ReplyError
+
+from .glob import compile_pattern
+from .scan import ScanIndex
 
 
 def type_name(value: object) -> str:
@@ -21,13 +25,14 @@ def type_name(value: object) -> str:
 
 
 class Database:
-    __slots__ = ("id", "data", "expires", "expired")
+    __slots__ = ("id", "data", "expires", "expired", "scan_index")
 
     def __init__(self, id: int) -> None:
         self.id = id
         self.data: dict[bytes, object] = {}
         self.expires: dict[bytes, int] = {}  # key -> absolute unix time in ms
         self.expired: list[bytes] = []  # removed by lazy expiry, to propagate as DEL
+        self.scan_index: ScanIndex | None = None  # SCAN's snapshot, see storage/scan.py
 
     def __len__(self) -> int:
         return len(self.data)
@@ -37,7 +42,7 @@ class Database:
         expires = self.expires
         if expires:
             when = expires.get(key)
-            if when is not None and when <= now and now:
+            if when is not None and when < now and now:
                 self._expire(key)
                 return None
         return self.data.get(key)
@@ -83,20 +88,96 @@ class Database:
     def flush(self) -> None:
         self.data.clear()
         self.expires.clear()
+        self.scan_index = None
 
-    def expire_cycle(self, now: int, budget: int = 20) -> list[bytes]:
-        """Active expiry: remove up to `budget` expired keys sampled from the TTL table."""
-        removed = []
-        if not self.expires:
-            return removed
-        for key, when in list(islice(self.expires.items(), budget * 4)):
-            if when <= now:
-                del self.data[key]
-                del self.expires[key]
-                removed.append(key)
-                if len(removed) >= budget:
-                    break
-        return removed
+    def is_expired(self, key: bytes, now: int) -> bool:
+        """Has key a TTL in the past (still stored, not yet removed)? Redis's keyIsExpired."""
+        when = self.expires.get(key)
+        return when is not None and when < now
+
+    def rename(self, src: bytes, dst: bytes) -> None:
+        """Move the value and TTL of src (which exists) to dst, replacing whatever dst held."""
+        data, expires = self.data, self.expires
+        data[dst] = data.pop(src)
+        when = expires.pop(src, None)
+        if when is not None:
+            expires[dst] = when
+        elif expires:
+            expires.pop(dst, None)
+
+    def keys(self, pattern: bytes, now: int) -> list[bytes]:
+        """KEYS: live keys matching a glob pattern (expired ones are skipped, not removed)."""
+        expires = self.expires
+        if pattern == b"*":
+            found = list(self.data)
+        else:
+            match = compile_pattern(pattern)
+            found = [key for key in self.data if match(key)]
+        if expires:
+            found = [key for key in found if not (key in expires and expires[key] < now)]
+        return found
+
+    def random_key(self, now: int, rng: random.Random | None = None) -> bytes | None:
+        """RANDOMKEY: a uniformly chosen live key; expired picks are removed and retried.
+
+        Picking the i-th key of a dict is a C-speed skip over i entries, so this
+        costs O(n) at worst without copying the key list.
+        """
+        data = self.data
+        randrange = (rng or random).randrange
+        while data:
+            index = randrange(len(data))
+            key = next(islice(data, index, None))
+            if self.lookup(key, now) is not None:
+                return key
+        return None
+
+    def scan(self, cursor: int, count: int, now: int) -> tuple[int, list[bytes]]:
+        """One SCAN step over live keys; see storage/scan.py for the cursor's guarantee."""
+        index = self.scan_index
+        if cursor == 0 or index is None or index.data is not self.data:
+            index = self.scan_index = ScanIndex(self.data)
+        cursor, keys = index.step(cursor, count)
+        if cursor == 0:
+            self.scan_index = None  # a finished iteration releases the snapshot
+        if self.expires:
+            keys = [key for key in keys if self.lookup(key, now) is not None]
+        else:
+            data = self.data
+            keys = [key for key in keys if key in data]
+        return cursor, keys
+
+    def expire_cycle(self, now: int, keys_per_loop: int = 20, max_loops: int = 16) -> tuple[list[bytes], bool]:
+        """Active expiry, as Redis's activeExpireCycle: sample keys with a TTL, drop the expired.
+
+        Each loop looks at the `keys_per_loop` oldest entries of the TTL table;
+        a sampled key that is still alive is moved to the end of the table, so
+        successive samples walk round all volatile keys without copying the
+        table (dicts keep insertion order; delete+insert is O(1)). Loops repeat
+        while more than a quarter of a sample had expired, at most `max_loops`
+        times. Returns the removed keys and whether the last sample was still
+        that stale (the caller may spend more time while it is).
+        """
+        removed: list[bytes] = []
+        expires, data = self.expires, self.data
+        stale = False
+        for _ in range(max_loops):
+            if not expires:
+                return removed, False
+            sample = list(islice(expires.items(), keys_per_loop))
+            expired = 0
+            for key, when in sample:
+                del expires[key]
+                if when < now:
+                    del data[key]
+                    removed.append(key)
+                    expired += 1
+                else:
+                    expires[key] = when
+            stale = expired * 4 > len(sample)
+            if not stale:
+                break
+        return removed, stale
 
 
 class Keyspace:
@@ -118,6 +199,7 @@ class Keyspace:
         da, db = self.dbs[a], self.dbs[b]
         da.data, db.data = db.data, da.data
         da.expires, db.expires = db.expires, da.expires
+        da.scan_index = db.scan_index = None
 
     def flushall(self) -> None:
         for db in self.dbs:

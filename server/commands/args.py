@@ -12,13 +12,15 @@ LLONG_MIN, LLONG_MAX = -(2**63), 2**63 - 1
 
 
 def to_int(arg: bytes, error: str = NOT_INTEGER) -> int:
-    """A signed 64-bit integer written as Redis's string2ll accepts it."""
-    try:
-        if arg[:1] in (b"+", b" ") or arg[-1:] == b" " or (len(arg) > 1 and arg[:1] == b"0") or arg[:2] == b"-0":
-            raise ValueError
-        value = int(arg)
-    except (ValueError, UnicodeDecodeError):
-        raise ReplyError(error) from None
+    """A signed 64-bit integer written as Redis's string2ll accepts it.
+
+    Only an optional '-' and ASCII digits, no leading zeros, no "-0" (Python's
+    int() would also take spaces, '+' and underscores).
+    """
+    digits = arg[1:] if arg[:1] == b"-" else arg
+    if not digits.isdigit() or (digits[0] == 48 and len(arg) > 1) or len(digits) > 19:
+        raise ReplyError(error)
+    value = int(arg)
     if not LLONG_MIN <= value <= LLONG_MAX:
         raise ReplyError(error)
     return value

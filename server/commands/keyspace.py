@@ -1,18 +1,48 @@
-"""Generic key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE and friends."""
+"""Generic key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, EXPIRE and friends.
+
+Effects follow one rule: what is propagated is the exact outcome, never the
+request. Relative expiry becomes `PEXPIREAT key <abs-ms>`, an expiry already
+in the past becomes `DEL key`, RENAMENX becomes RENAME, and a command that
+changed nothing propagates nothing.
+"""
 
 from __future__ import annotations
 
+from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError
 from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
 from ..command import command
+from .args import LLONG_MAX, LLONG_MIN, to_int
+
+# The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
+TYPE_NAMES = frozenset((b"string", b"list", b"set", b"zset", b"hash", b"stream"))
+ULONG_MAX = (1 << 64) - 1
 
 
-@command("del", -2, "write", keys=(1, -1, 1), group="generic", summary="Deletes one or more keys.")
+@command("del", -2, "write", keys=(1, -1, 1), group="generic", summary="Deletes one or more keys.",
+         complexity="O(N) where N is the number of keys that will be removed.")
 def del_(ctx, argv):
+    """DEL key [key ...] -> number of keys removed; propagates DEL of those only."""
     db, now = ctx.db, ctx.server.now
     removed = [key for key in argv[1:] if db.delete(key, now)]
     return len(removed), ([[b"DEL", *removed]] if removed else [])
+
+
+@command("unlink", -2, "write fast", keys=(1, -1, 1), group="generic", since="4.0.0",
+         summary="Asynchronously deletes one or more keys.",
+         complexity="O(1) for each key removed regardless of its size.")
+def unlink(ctx, argv):
+    """UNLINK key [key ...]: DEL (memory is reclaimed by Python either way)."""
+    return del_(ctx, argv)
+
+
+@command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic", since="3.0.3",
+         summary="Determines whether one or more keys exist.", complexity="O(N) where N is the number of keys to check.")
+def exists(ctx, argv):
+    """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
+    db, now = ctx.db, ctx.server.now
+    return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
 
 
 @command("type", 2, "readonly fast", keys=(1, 1, 1), group="generic", summary="Determines the type of value stored at a key.")
@@ -21,15 +51,288 @@ def type_(ctx, argv):
     return Simple(type_name(value).encode()) if value is not None else Simple(b"none")
 
 
-@command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.")
+@command("keys", 2, "readonly", group="generic", summary="Returns all key names that match a pattern.",
+         complexity="O(N) with N being the number of keys in the database")
+def keys(ctx, argv):
+    """KEYS pattern -> matching live keys, in no particular order."""
+    return ctx.db.keys(argv[1], ctx.server.now)
+
+
+def parse_cursor(arg: bytes) -> int:
+    """A SCAN cursor as Redis reads it with strtoul: '+'/'-' allowed (negatives wrap), no spaces."""
+    text = arg[1:] if arg[:1] in (b"+", b"-") else arg
+    if arg[:1].isspace() or (text and not text.isdigit()) or (not text and arg):
+        raise ReplyError("ERR invalid cursor")
+    value = int(text) if text else 0
+    if value > ULONG_MAX:
+        raise ReplyError("ERR invalid cursor")
+    return (-value) & ULONG_MAX if arg[:1] == b"-" else value
+
+
+@command("scan", -2, "readonly", group="generic", since="2.8.0",
+         summary="Iterates over the key names in the database.",
+         complexity="O(1) for every call. O(N) for a complete iteration.")
+def scan(ctx, argv):
+    """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] -> [next cursor, keys].
+
+    The cursor is a position in hash order (storage/scan.py explains why every
+    key present for a whole iteration is returned). COUNT is how many keys a
+    step examines before MATCH and TYPE filter them, as Redis's is a number
+    of buckets: a step may return fewer keys than COUNT, even none.
+    """
+    cursor = parse_cursor(argv[1])
+    count = 10
+    match = None
+    kind = None
+    index, argc = 2, len(argv)
+    while index < argc:
+        option = argv[index].lower()
+        has_value = argc - index >= 2
+        if option == b"count" and has_value:
+            count = to_int(argv[index + 1])
+            if count < 1:
+                raise ReplyError(SYNTAX)
+            index += 2
+        elif option == b"match" and has_value:
+            match = None if argv[index + 1] == b"*" else argv[index + 1]
+            index += 2
+        elif option == b"type" and has_value:
+            kind = argv[index + 1].lower()
+            index += 2
+        elif option == b"novalues":
+            raise ReplyError("ERR NOVALUES option can only be used in HSCAN")
+        else:
+            raise ReplyError(SYNTAX)
+    if kind is not None and kind not in TYPE_NAMES:
+        return [b"0", []]  # Redis 7.x answers an unknown type name with an empty iteration
+    db, now = ctx.db, ctx.server.now
+    cursor, found = db.scan(cursor, count, now)
+    if match is not None:
+        from storage.glob import compile_pattern
+
+        matcher = compile_pattern(match)
+        found = [key for key in found if matcher(key)]
+    if kind is not None:
+        data = db.data
+        found = [key for key in found if type_name(data[key]).encode() == kind]
+    return [b"%d" % cursor, found]
+
+
+@command("randomkey", 1, "readonly", group="generic", summary="Returns a random key name from the database.")
+def randomkey(ctx, argv):
+    return ctx.db.random_key(ctx.server.now)
+
+
+@command("dbsize", 1, "readonly fast", group="server", summary="Returns the number of keys in the database.")
+def dbsize(ctx, argv):
+    return len(ctx.db)
+
+
+def _rename(ctx, argv, nx: bool):
+    src, dst = argv[1], argv[2]
+    db, now = ctx.db, ctx.server.now
+    if db.lookup(src, now) is None:
+        raise ReplyError(NO_SUCH_KEY)
+    if src == dst:
+        return (0 if nx else OK), []
+    if db.lookup(dst, now) is not None and nx:
+        return 0, []
+    db.rename(src, dst)
+    return (1 if nx else OK), [[b"RENAME", src, dst]]
+
+
+@command("rename", 3, "write", keys=(1, 2, 1), group="generic", summary="Renames a key and overwrites the destination.")
+def rename(ctx, argv):
+    """RENAME key newkey: the value and its TTL move; onto itself is OK (if it exists)."""
+    return _rename(ctx, argv, nx=False)
+
+
+@command("renamenx", 3, "write fast", keys=(1, 2, 1), group="generic",
+         summary="Renames a key only when the target key name doesn't exist.")
+def renamenx(ctx, argv):
+    """RENAMENX key newkey -> 1 if renamed, 0 if newkey exists (or is key)."""
+    return _rename(ctx, argv, nx=True)
+
+
+def _flush_mode(argv: list[bytes]) -> None:
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
+        raise ReplyError(SYNTAX)
+
+
+@command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.",
+         complexity="O(N) where N is the total number of keys in all databases")
 def flushall(ctx, argv):
     """FLUSHALL [ASYNC|SYNC]"""
-    ctx.server.keyspace.flushall()
+    _flush_mode(argv)
+    server = ctx.server
+    for db in server.keyspace.dbs:
+        server.touch_watched_db(db.id)
+    server.keyspace.flushall()
     return OK, [[b"FLUSHALL"]]
 
 
-@command("flushdb", -1, "write", group="server", summary="Remove all keys from the current database.")
+@command("flushdb", -1, "write", group="server", summary="Remove all keys from the current database.",
+         complexity="O(N) where N is the number of keys in the selected database")
 def flushdb(ctx, argv):
     """FLUSHDB [ASYNC|SYNC]"""
+    _flush_mode(argv)
+    ctx.server.touch_watched_db(ctx.db.id)
     ctx.db.flush()
     return OK, [[b"FLUSHDB"]]
+
+
+def _db_index(arg: bytes, error: str) -> int:
+    index = to_int(arg, error)
+    if not -(2**31) <= index < 2**31:
+        raise ReplyError(error)
+    return index
+
+
+@command("swapdb", 3, "write fast", group="server", since="4.0.0", summary="Swaps two Redis databases.",
+         complexity="O(N) where N is the count of clients watching or blocking on keys from both databases.")
+def swapdb(ctx, argv):
+    """SWAPDB index1 index2: clients selecting either database see the other's keys."""
+    first = _db_index(argv[1], "ERR invalid first DB index")
+    second = _db_index(argv[2], "ERR invalid second DB index")
+    server = ctx.server
+    count = len(server.keyspace)
+    if not (0 <= first < count and 0 <= second < count):
+        raise ReplyError("ERR DB index is out of range")
+    if first == second:
+        return OK, []
+    server.touch_watched_db(first, second)
+    server.touch_watched_db(second, first)
+    server.keyspace.swap(first, second)
+    return OK, [[b"SWAPDB", b"%d" % first, b"%d" % second]]
+
+
+# -- expiry -------------------------------------------------------------------
+
+_EXPIRE_FLAGS = {b"NX": 1, b"XX": 2, b"GT": 4, b"LT": 8}
+
+
+def _expire(ctx, argv, unit_ms: int, relative: bool):
+    """Redis's expireGenericCommand: options, then the time, then the key."""
+    flags = 0
+    for option in argv[3:]:
+        flag = _EXPIRE_FLAGS.get(option.upper())
+        if flag is None:
+            raise ReplyError(f"ERR Unsupported option {option.decode(errors='replace')}")
+        flags |= flag
+    nx, xx, gt, lt = flags & 1, flags & 2, flags & 4, flags & 8
+    if nx and (xx or gt or lt):
+        raise ReplyError("ERR NX and XX, GT or LT options at the same time are not compatible")
+    if gt and lt:
+        raise ReplyError("ERR GT and LT options at the same time are not compatible")
+    when = to_int(argv[2])
+    invalid = f"ERR invalid expire time in '{argv[0].decode(errors='replace').lower()}' command"
+    if unit_ms == 1000:
+        if not -(-LLONG_MIN // 1000) <= when <= LLONG_MAX // 1000:
+            raise ReplyError(invalid)
+        when *= 1000
+    now = ctx.server.now
+    if relative:
+        if when > LLONG_MAX - now:
+            raise ReplyError(invalid)
+        when += now
+    key, db = argv[1], ctx.db
+    if db.lookup(key, now) is None:
+        return 0, []
+    if flags:
+        current = db.expires.get(key)
+        if nx and current is not None:
+            return 0, []
+        if xx and current is None:
+            return 0, []
+        if gt and (current is None or when <= current):
+            return 0, []
+        if lt and current is not None and when >= current:
+            return 0, []
+    if when <= now and not ctx.loading:
+        db.delete(key, now)
+        return 1, [[b"DEL", key]]
+    db.set_expire(key, when)
+    return 1, [[b"PEXPIREAT", key, b"%d" % when]]
+
+
+_EXPIRE_DOC = dict(group="generic", complexity="O(1)")
+
+
+@command("expire", -3, "write fast", keys=(1, 1, 1), summary="Sets the expiration time of a key in seconds.", **_EXPIRE_DOC)
+def expire(ctx, argv):
+    """EXPIRE key seconds [NX | XX | GT | LT]"""
+    return _expire(ctx, argv, 1000, relative=True)
+
+
+@command("pexpire", -3, "write fast", keys=(1, 1, 1), since="2.6.0",
+         summary="Sets the expiration time of a key in milliseconds.", **_EXPIRE_DOC)
+def pexpire(ctx, argv):
+    """PEXPIRE key milliseconds [NX | XX | GT | LT]"""
+    return _expire(ctx, argv, 1, relative=True)
+
+
+@command("expireat", -3, "write fast", keys=(1, 1, 1), since="1.2.0",
+         summary="Sets the expiration time of a key to a Unix timestamp.", **_EXPIRE_DOC)
+def expireat(ctx, argv):
+    """EXPIREAT key unix-time-seconds [NX | XX | GT | LT]"""
+    return _expire(ctx, argv, 1000, relative=False)
+
+
+@command("pexpireat", -3, "write fast", keys=(1, 1, 1), since="2.6.0",
+         summary="Sets the expiration time of a key to a Unix milliseconds timestamp.", **_EXPIRE_DOC)
+def pexpireat(ctx, argv):
+    """PEXPIREAT key unix-time-milliseconds [NX | XX | GT | LT]"""
+    return _expire(ctx, argv, 1, relative=False)
+
+
+def _c_div(value: int, divisor: int) -> int:
+    """Integer division truncating toward zero, as C's."""
+    quotient = abs(value) // divisor
+    return quotient if value >= 0 else -quotient
+
+
+def _ttl(ctx, key: bytes, unit_ms: int, absolute: bool) -> int:
+    """Redis's ttlGenericCommand: -2 no key, -1 no TTL, else the (rounded) time left or the deadline."""
+    db, now = ctx.db, ctx.server.now
+    if db.lookup(key, now) is None:
+        return -2
+    when = db.expires.get(key)
+    if when is None:
+        return -1
+    ttl = when if absolute else when - now
+    if ttl < 0:
+        ttl = 0
+    return ttl if unit_ms == 1 else _c_div(ttl + 500, 1000)
+
+
+@command("ttl", 2, "readonly fast", keys=(1, 1, 1), group="generic", summary="Returns the expiration time in seconds of a key.")
+def ttl(ctx, argv):
+    return _ttl(ctx, argv[1], 1000, absolute=False)
+
+
+@command("pttl", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="2.6.0",
+         summary="Returns the expiration time in milliseconds of a key.")
+def pttl(ctx, argv):
+    return _ttl(ctx, argv[1], 1, absolute=False)
+
+
+@command("expiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="7.0.0",
+         summary="Returns the expiration time of a key as a Unix timestamp.")
+def expiretime(ctx, argv):
+    return _ttl(ctx, argv[1], 1000, absolute=True)
+
+
+@command("pexpiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="7.0.0",
+         summary="Returns the expiration time of a key as a Unix milliseconds timestamp.")
+def pexpiretime(ctx, argv):
+    return _ttl(ctx, argv[1], 1, absolute=True)
+
+
+@command("persist", 2, "write fast", keys=(1, 1, 1), group="generic", since="2.2.0",
+         summary="Removes the expiration time of a key.")
+def persist(ctx, argv):
+    """PERSIST key -> 1 if a TTL was removed, else 0 (and nothing propagates)."""
+    key, db = argv[1], ctx.db
+    if db.lookup(key, ctx.server.now) is None or not db.persist(key):
+        return 0, []
+    return 1, [[b"PERSIST", key]]

@@ -1,19 +1,212 @@
-"""String commands: applications keep offsets and flags beside their streams."""
+"""String commands: applications keep offsets and flags beside their streams.
+
+GET and plain `SET key value` are benchmarked against Redis, so their common
+path is written out flat: no option parsing, no extra lookups.
+
+Effects: SET with EX/PX/EXAT becomes `SET key value PXAT <abs-ms>` (KEEPTTL
+kept, NX/XX/GET dropped because the outcome is known); the INCR family
+becomes `SET key <new value> KEEPTTL`, which is exact wherever it is applied.
+"""
 
 from __future__ import annotations
 
+from protocol.errors import OVERFLOW, SYNTAX, WRONGTYPE, ReplyError, wrong_arity
 from protocol.reply import OK
 
 from ..command import command
+from .args import LLONG_MAX, LLONG_MIN, to_int
 
 
 @command("get", 2, "readonly fast", keys=(1, 1, 1), group="string", summary="Returns the string value of a key.")
 def get(ctx, argv):
-    return ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
+    """GET key -> the value, nil if absent; WRONGTYPE if not a string."""
+    db = ctx.db
+    value = db.lookup(argv[1], ctx.server.now) if db.expires else db.data.get(argv[1])
+    if value is None or type(value) is bytes:
+        return value
+    raise ReplyError(WRONGTYPE)
 
 
-@command("set", -3, "write denyoom", keys=(1, 1, 1), group="string", summary="Sets the string value of a key, ignoring its type.")
+# SET option bits, named as in Redis's t_string.c
+_NX, _XX, _GET, _KEEPTTL, _EX, _PX, _EXAT, _PXAT = (1 << i for i in range(8))
+_ANY_EXPIRE = _EX | _PX | _EXAT | _PXAT
+# option -> (bit, options it cannot follow, takes a value)
+_SET_OPTIONS = {
+    b"NX": (_NX, _XX, False),
+    b"XX": (_XX, _NX, False),
+    b"GET": (_GET, 0, False),
+    b"KEEPTTL": (_KEEPTTL, _ANY_EXPIRE, False),
+    b"EX": (_EX, _KEEPTTL | _PX | _EXAT | _PXAT, True),
+    b"PX": (_PX, _KEEPTTL | _EX | _EXAT | _PXAT, True),
+    b"EXAT": (_EXAT, _KEEPTTL | _EX | _PX | _PXAT, True),
+    b"PXAT": (_PXAT, _KEEPTTL | _EX | _PX | _EXAT, True),
+}
+
+
+def _expire_ms(ctx, arg: bytes, flags: int, name: str) -> int:
+    """The absolute expiry in ms for SET's EX/PX/EXAT/PXAT value (Redis's getExpireMillisecondsOrReply)."""
+    when = to_int(arg)
+    seconds = flags & (_EX | _EXAT)
+    if when <= 0 or (seconds and when > LLONG_MAX // 1000):
+        raise ReplyError(f"ERR invalid expire time in '{name}' command")
+    if seconds:
+        when *= 1000
+    if flags & (_EX | _PX):
+        when += ctx.server.now
+        if when > LLONG_MAX:
+            raise ReplyError(f"ERR invalid expire time in '{name}' command")
+    return when
+
+
+@command("set", -3, "write denyoom", keys=(1, 1, 1), group="string", summary="Sets the string value of a key, ignoring its type.",
+         complexity="O(1)")
 def set_(ctx, argv):
-    """SET key value (options to come)."""
-    ctx.db.set(argv[1], argv[2])
-    return OK, [argv]
+    """SET key value [NX | XX] [GET] [EX seconds | PX ms | EXAT unix-s | PXAT unix-ms | KEEPTTL]"""
+    key = argv[1]
+    db = ctx.db
+    if len(argv) == 3:
+        db.data[key] = argv[2]
+        if db.expires:
+            db.expires.pop(key, None)
+        return OK, [argv]
+    flags = 0
+    expire_arg = None
+    index, argc = 3, len(argv)
+    while index < argc:
+        option = _SET_OPTIONS.get(argv[index].upper())
+        if option is None:
+            raise ReplyError(SYNTAX)
+        bit, excluded, takes_value = option
+        if flags & excluded or (takes_value and index + 1 >= argc):
+            raise ReplyError(SYNTAX)
+        flags |= bit
+        if takes_value:
+            index += 1
+            expire_arg = argv[index]
+        index += 1
+    when = _expire_ms(ctx, expire_arg, flags, "set") if expire_arg is not None else None
+    now = ctx.server.now
+    value = db.lookup(key, now)
+    if flags & _GET and value is not None and type(value) is not bytes:
+        raise ReplyError(WRONGTYPE)
+    old = value if flags & _GET else None
+    if (flags & _NX and value is not None) or (flags & _XX and value is None):
+        return old, []
+    db.data[key] = argv[2]
+    effect = [b"SET", key, argv[2]]
+    if when is not None:
+        db.expires[key] = when
+        effect += [b"PXAT", b"%d" % when]
+    elif flags & _KEEPTTL:
+        effect.append(b"KEEPTTL")
+    elif db.expires:
+        db.expires.pop(key, None)
+    return (old if flags & _GET else OK), [effect]
+
+
+@command("getdel", 2, "write fast", keys=(1, 1, 1), group="string", since="6.2.0",
+         summary="Returns the string value of a key after deleting the key.")
+def getdel(ctx, argv):
+    key, db, now = argv[1], ctx.db, ctx.server.now
+    value = db.lookup_type(key, now, bytes)
+    if value is None:
+        return None, []
+    db.delete(key, now)
+    return value, [[b"DEL", key]]
+
+
+@command("mget", -2, "readonly fast", keys=(1, -1, 1), group="string", since="1.0.0",
+         summary="Atomically returns the string values of one or more keys.",
+         complexity="O(N) where N is the number of keys to retrieve.")
+def mget(ctx, argv):
+    """MGET key [key ...] -> values; nil for missing keys and for keys that are not strings."""
+    db, now = ctx.db, ctx.server.now
+    lookup = db.lookup
+    values = []
+    for key in argv[1:]:
+        value = lookup(key, now)
+        values.append(value if type(value) is bytes else None)
+    return values
+
+
+@command("mset", -3, "write denyoom", keys=(1, -1, 2), group="string", since="1.0.1",
+         summary="Atomically creates or modifies the string values of one or more keys.",
+         complexity="O(N) where N is the number of keys to set.")
+def mset(ctx, argv):
+    """MSET key value [key value ...]: like SETs, each drops the key's TTL."""
+    if len(argv) % 2 == 0:
+        raise wrong_arity("mset")
+    db = ctx.db
+    data, expires = db.data, db.expires
+    for index in range(1, len(argv), 2):
+        key = argv[index]
+        data[key] = argv[index + 1]
+        if expires:
+            expires.pop(key, None)
+    return OK, [[b"MSET", *argv[1:]]]
+
+
+def _incr(ctx, key: bytes, delta: int):
+    """Add delta to the integer at key (0 if absent), keeping its TTL."""
+    db = ctx.db
+    value = db.lookup(key, ctx.server.now)
+    if value is None:
+        current = 0
+    elif type(value) is not bytes:
+        raise ReplyError(WRONGTYPE)
+    else:
+        current = to_int(value)
+    result = current + delta
+    if not LLONG_MIN <= result <= LLONG_MAX:
+        raise ReplyError(OVERFLOW)
+    encoded = b"%d" % result
+    db.data[key] = encoded
+    return result, [[b"SET", key, encoded, b"KEEPTTL"]]
+
+
+@command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Increments the integer value of a key by one.")
+def incr(ctx, argv):
+    return _incr(ctx, argv[1], 1)
+
+
+@command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Decrements the integer value of a key by one.")
+def decr(ctx, argv):
+    return _incr(ctx, argv[1], -1)
+
+
+@command("incrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Increments the integer value of a key by a number.")
+def incrby(ctx, argv):
+    return _incr(ctx, argv[1], to_int(argv[2]))
+
+
+@command("decrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Decrements a number from the integer value of a key.")
+def decrby(ctx, argv):
+    delta = to_int(argv[2])
+    if delta == LLONG_MIN:
+        raise ReplyError("ERR decrement would overflow")
+    return _incr(ctx, argv[1], -delta)
+
+
+@command("append", 3, "write denyoom fast", keys=(1, 1, 1), group="string", since="2.0.0",
+         summary="Appends a string to the value of a key. Creates the key if it doesn't exist.")
+def append(ctx, argv):
+    """APPEND key value -> the new length; the TTL stays."""
+    key, db = argv[1], ctx.db
+    value = db.lookup_type(key, ctx.server.now, bytes)
+    if value is None:
+        db.data[key] = argv[2]
+        return len(argv[2]), [[b"SET", key, argv[2]]]
+    length = len(value) + len(argv[2])
+    if length > ctx.server.config["proto-max-bulk-len"]:
+        raise ReplyError("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    db.data[key] = value + argv[2]
+    return length, [[b"APPEND", key, argv[2]]]
+
+
+@command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string", since="2.2.0",
+         summary="Returns the length of a string value.")
+def strlen(ctx, argv):
+    value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
+    return 0 if value is None else len(value)
