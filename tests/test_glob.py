@@ -1,0 +1,152 @@
+"""storage/glob.py against a table of Redis pattern cases and a step-by-step model of stringmatchlen."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from storage.glob import compile_pattern, stringmatch
+
+# (pattern, subject, matches) — checked against Redis 7 with KEYS where the rule is a quirk.
+TABLE = [
+    (b"*", b"anything", True),
+    (b"*", b"", False),  # Redis's loop never runs for an empty subject (KEYS/SCAN special-case "*")
+    (b"", b"", True),
+    (b"", b"a", False),
+    (b"**", b"", False),
+    (b"a*", b"a", True),
+    (b"a*", b"abc", True),
+    (b"a*", b"ba", False),
+    (b"*a", b"bca", True),
+    (b"*a", b"ab", False),
+    (b"a*b*c", b"axxbyyc", True),
+    (b"a*b*c", b"axxbyy", False),
+    (b"?", b"a", True),
+    (b"?", b"ab", False),
+    (b"??", b"ab", True),
+    (b"h?llo", b"hello", True),
+    (b"h?llo", b"hllo", False),
+    (b"h[ae]llo", b"hallo", True),
+    (b"h[ae]llo", b"hillo", False),
+    (b"h[^e]llo", b"hallo", True),
+    (b"h[^e]llo", b"hello", False),
+    (b"h[a-b]llo", b"hbllo", True),
+    (b"h[a-b]llo", b"hcllo", False),
+    (b"h[b-a]llo", b"hallo", True),  # reversed ranges are swapped
+    (b"[]", b"a", False),  # an empty set matches nothing
+    (b"[]a]", b"]a]", False),
+    (b"[]a]", b"a]", False),
+    (b"[^]", b"x", True),  # a negated empty set matches any byte
+    (b"[^]", b"", False),
+    (b"[abc", b"b", True),  # an unclosed set runs to the end
+    (b"[abc", b"bc", False),
+    (b"[a-]", b"a", True),  # '-' takes the ']' as the end of a range a..]
+    (b"[a-]", b"^", True),
+    (b"[a-]", b"-", False),
+    (b"[\\]]", b"]", True),
+    (b"[\\^a]", b"^", True),
+    (b"[a\\-z]", b"-", True),
+    (b"[a\\-z]", b"b", False),
+    (b"\\*", b"*", True),
+    (b"\\*", b"a", False),
+    (b"\\?x", b"?x", True),
+    (b"a\\", b"a\\", True),  # a trailing backslash is literal
+    (b"[\\", b"\\", True),
+    (b"\\[a]", b"[a]", True),
+    (b"*[0-9]", b"key7", True),
+    (b"*[0-9]", b"key", False),
+    (b"user:*:name", b"user:42:name", True),
+    (b"user:*:name", b"user:42:mail", False),
+    (b"a.c", b"abc", False),  # regex metacharacters are literal
+    (b"a+", b"aa", False),
+    (b"(x)", b"(x)", True),
+    (b"*\n*", b"a\nb", True),  # any byte, newlines included
+    (b"\xff*", b"\xff\x00", True),
+]
+
+
+@pytest.mark.parametrize(("pattern", "subject", "expected"), TABLE)
+def test_table(pattern, subject, expected):
+    assert stringmatch(pattern, subject) is expected
+
+
+def reference_match(pattern: bytes, subject: bytes) -> bool:
+    """Redis's stringmatchlen walked byte by byte (recursive on '*'), the model to compare with."""
+
+    def match(p: int, s: int) -> bool:
+        n, m = len(pattern), len(subject)
+        while p < n and s < m:
+            c = pattern[p]
+            if c == 42:  # '*'
+                while p + 1 < n and pattern[p + 1] == 42:
+                    p += 1
+                if p + 1 == n:
+                    return True
+                return any(match(p + 1, start) for start in range(s, m))
+            if c == 63:  # '?'
+                s += 1
+            elif c == 91:  # '['
+                p += 1
+                negate = p < n and pattern[p] == 94
+                if negate:
+                    p += 1
+                hit = False
+                while True:
+                    if p < n and pattern[p] == 92 and n - p >= 2:
+                        p += 1
+                        hit |= pattern[p] == subject[s]
+                    elif p < n and pattern[p] == 93:
+                        break
+                    elif p >= n:
+                        p -= 1
+                        break
+                    elif n - p >= 3 and pattern[p + 1] == 45:
+                        lo, hi = sorted((pattern[p], pattern[p + 2]))
+                        hit |= lo <= subject[s] <= hi
+                        p += 2
+                    else:
+                        hit |= pattern[p] == subject[s]
+                    p += 1
+                if hit == negate:
+                    return False
+                s += 1
+            else:
+                if c == 92 and n - p >= 2:
+                    p += 1
+                    c = pattern[p]
+                if c != subject[s]:
+                    return False
+                s += 1
+            p += 1
+            if s == m:
+                while p < n and pattern[p] == 42:
+                    p += 1
+                break
+        return p >= n and s == m
+
+    return match(0, 0)
+
+
+@pytest.mark.parametrize(("pattern", "subject", "expected"), TABLE)
+def test_reference_model_agrees_with_table(pattern, subject, expected):
+    assert reference_match(pattern, subject) is expected
+
+
+def test_random_patterns_match_the_model():
+    rng = random.Random(7)
+    alphabet = b"ab-^]\\[*?"
+    for _ in range(4000):
+        pattern = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 7)))
+        subject = bytes(rng.choice(b"ab-^]\\[") for _ in range(rng.randint(0, 5)))
+        assert stringmatch(pattern, subject) == reference_match(pattern, subject), (pattern, subject)
+
+
+def test_compiled_patterns_are_cached():
+    assert compile_pattern(b"k*") is compile_pattern(b"k*")
+
+
+def test_nocase():
+    assert stringmatch(b"MAX*", b"maxmemory", nocase=True)
+    assert stringmatch(b"[A-C]x", b"bX", nocase=True)
+    assert not stringmatch(b"MAX*", b"maxmemory")

@@ -1,0 +1,178 @@
+"""String commands through redis-py, RESP2 and RESP3: SET options, counters, WRONGTYPE, errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+
+def raw(r, *args):
+    """The reply as parsed by redis-py without its per-command callbacks."""
+    conn = r.connection_pool.get_connection()
+    try:
+        conn.send_command(*args)
+        return conn.read_response()
+    finally:
+        r.connection_pool.release(conn)
+
+
+def error_of(r, *args) -> str:
+    with pytest.raises(redis.ResponseError) as info:
+        r.execute_command(*args)
+    return str(info.value)
+
+
+@pytest.fixture
+def stream_key(r):
+    """A key holding a non-string value, if this build has streams; else skip."""
+    try:
+        r.execute_command("XADD", "notstring", "1-1", "f", "v")
+    except redis.ResponseError:
+        pytest.skip("no XADD in this build to make a non-string key")
+    return "notstring"
+
+
+def test_get_set(r):
+    assert r.get("k") is None
+    assert r.set("k", "v") is True
+    assert r.get("k") == b"v"
+    assert r.set("k", b"\x00\xff" * 1000) is True
+    assert r.get("k") == b"\x00\xff" * 1000
+    assert r.set("", "") is True and r.get("") == b""
+
+
+def test_set_drops_ttl_unless_keepttl(r):
+    r.set("k", "v", ex=100)
+    r.set("k", "w")
+    assert r.ttl("k") == -1
+    r.set("k", "v", ex=100)
+    r.set("k", "w", keepttl=True)
+    assert 99 <= r.ttl("k") <= 100
+    assert r.get("k") == b"w"
+
+
+def test_set_expiry_options(r):
+    r.set("ex", 1, ex=10)
+    assert 9 <= r.ttl("ex") <= 10
+    r.set("px", 1, px=10_000)
+    assert 9_000 < r.pttl("px") <= 10_000
+    at = int(time.time()) + 100
+    r.set("exat", 1, exat=at)
+    assert r.expiretime("exat") == at
+    r.set("pxat", 1, pxat=at * 1000 + 5)
+    assert r.pexpiretime("pxat") == at * 1000 + 5
+    r.set("past", 1, exat=1)
+    assert r.get("past") is None  # set, then already expired
+
+
+def test_set_nx_xx_get(r):
+    assert r.set("k", 1, nx=True) is True
+    assert r.set("k", 2, nx=True) is None
+    assert r.set("missing", 1, xx=True) is None
+    assert r.set("k", 3, xx=True) is True
+    assert r.set("k", 4, get=True) == b"3"
+    assert r.set("new", 1, get=True) is None and r.get("new") == b"1"
+    assert r.set("k", 5, nx=True, get=True) == b"4"  # not set, old value returned
+    assert r.get("k") == b"4"
+    assert r.set("none", 5, xx=True, get=True) is None and r.exists("none") == 0
+    assert raw(r, "SET", "k", "6", "GET", "GET") == b"4"
+    assert raw(r, "SET", "k", "7", "nx", "NX") is None
+
+
+def test_set_syntax_errors(r):
+    cases = [
+        ("SET", "k", "v", "NX", "XX"),
+        ("SET", "k", "v", "XX", "NX"),
+        ("SET", "k", "v", "EX"),
+        ("SET", "k", "v", "EX", "10", "PX", "10"),
+        ("SET", "k", "v", "KEEPTTL", "EX", "10"),
+        ("SET", "k", "v", "EX", "10", "KEEPTTL"),
+        ("SET", "k", "v", "PXAT", "10", "EXAT", "10"),
+        ("SET", "k", "v", "FOO"),
+        ("SET", "k", "v", "PERSIST"),
+        ("SET", "k", "v", "10"),
+    ]
+    for args in cases:
+        assert error_of(r, *args) == "syntax error", args
+    assert raw(r, "SET", "k", "v", "EX", "10", "EX", "20") == b"OK"
+    assert 19 <= r.ttl("k") <= 20
+
+
+def test_set_expire_errors(r):
+    for option in ("EX", "PX", "EXAT", "PXAT"):
+        assert error_of(r, "SET", "k", "v", option, "0") == "invalid expire time in 'set' command"
+        assert error_of(r, "SET", "k", "v", option, "-5") == "invalid expire time in 'set' command"
+        assert error_of(r, "SET", "k", "v", option, "x") == "value is not an integer or out of range"
+    assert error_of(r, "SET", "k", "v", "EX", "9223372036854776") == "invalid expire time in 'set' command"
+    assert error_of(r, "SET", "k", "v", "PX", "9223372036854775807") == "invalid expire time in 'set' command"
+    assert error_of(r, "SET", "k", "v", "EX", "1.5") == "value is not an integer or out of range"
+    assert r.exists("k") == 0
+
+
+def test_wrongtype(r, stream_key):
+    for args in (("GET", stream_key), ("APPEND", stream_key, "x"), ("STRLEN", stream_key), ("GETDEL", stream_key),
+                 ("INCR", stream_key), ("DECRBY", stream_key, "2"), ("SET", stream_key, "v", "GET")):
+        assert error_of(r, *args) == WRONGTYPE, args
+    assert r.mget(stream_key, "nope") == [None, None]
+    assert r.set(stream_key, "now a string") is True
+    assert r.get(stream_key) == b"now a string"
+
+
+def test_mget_mset(r):
+    assert r.mset({"a": 1, "b": 2}) is True
+    assert r.mget("a", "b", "c", "a") == [b"1", b"2", None, b"1"]
+    r.set("t", 1, ex=100)
+    r.mset({"t": 2})
+    assert r.ttl("t") == -1
+    assert error_of(r, "MSET", "a", "1", "b") == "wrong number of arguments for 'mset' command"
+    assert error_of(r, "MSET", "a") == "wrong number of arguments for 'mset' command"
+    assert error_of(r, "MGET") == "wrong number of arguments for 'mget' command"
+
+
+def test_incr_family(r):
+    assert r.incr("n") == 1
+    assert r.incrby("n", 10) == 11
+    assert r.decr("n") == 10
+    assert r.decrby("n", 15) == -5
+    assert r.get("n") == b"-5"
+    assert r.incrby("n", -5) == -10
+    r.set("t", 5, ex=100)
+    assert r.incr("t") == 6
+    assert 99 <= r.ttl("t") <= 100  # counters keep their TTL
+
+
+def test_incr_errors(r):
+    r.set("max", 9223372036854775807)
+    assert error_of(r, "INCR", "max") == "increment or decrement would overflow"
+    r.set("min", -9223372036854775808)
+    assert error_of(r, "DECR", "min") == "increment or decrement would overflow"
+    assert error_of(r, "INCRBY", "min", "-1") == "increment or decrement would overflow"
+    assert error_of(r, "DECRBY", "x", "-9223372036854775808") == "decrement would overflow"
+    assert r.decrby("x", "9223372036854775807") == -9223372036854775807
+    for bad in ("abc", "1.5", " 1", "1 ", "01", "-0", "+1", "", "9223372036854775808", "1_0"):
+        r.set("bad", bad)
+        assert error_of(r, "INCR", "bad") == "value is not an integer or out of range", bad
+        assert error_of(r, "INCRBY", "n", bad) == "value is not an integer or out of range", bad
+    assert r.get("n") is None
+
+
+def test_append_strlen_getdel(r):
+    assert r.append("s", "abc") == 3
+    assert r.append("s", "de") == 5
+    assert r.get("s") == b"abcde"
+    assert r.strlen("s") == 5 and r.strlen("nope") == 0
+    r.expire("s", 100)
+    r.append("s", "f")
+    assert r.ttl("s") > 0  # APPEND keeps the TTL
+    assert r.getdel("s") == b"abcdef"
+    assert r.getdel("s") is None
+    assert r.exists("s") == 0
+
+
+def test_arity(r):
+    for args in (("GET",), ("GET", "a", "b"), ("SET", "a"), ("INCR",), ("INCRBY", "a"), ("APPEND", "a"), ("STRLEN",), ("GETDEL",)):
+        assert error_of(r, *args) == f"wrong number of arguments for '{args[0].lower()}' command"
