@@ -1,0 +1,345 @@
+"""Differential tests: the same string/keyspace/transaction commands sent to Redis (`oracle`) and Millrace.
+
+Every reply is compared, error texts included. Replies that depend on the
+clock are compared within a tolerance (TTL, PTTL, EXPIRETIME after a
+relative expiry); replies in hash order are compared sorted (KEYS) or as a
+whole iteration (SCAN); RANDOMKEY by existence.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import redis
+
+from tests.test_glob import TABLE
+
+
+class Side:
+    """One connection with raw replies; an error reply comes back as (class name, text)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.conn = client.connection_pool.make_connection()
+
+    def __call__(self, *args):
+        self.conn.send_command(*args)
+        try:
+            return normalize(self.conn.read_response())
+        except redis.ResponseError as exc:
+            return normalize(exc)
+
+    def close(self) -> None:
+        self.conn.disconnect()
+
+
+def normalize(reply):
+    """Errors (also inside EXEC's array) as comparable (class name, text) pairs."""
+    if isinstance(reply, redis.ResponseError):
+        return (type(reply).__name__, str(reply))
+    if isinstance(reply, list):
+        return [normalize(item) for item in reply]
+    return reply
+
+
+TOLERANCE = {b"TTL": 2, b"PTTL": 2000, b"EXPIRETIME": 2, b"PEXPIRETIME": 2000}
+
+
+class Differ:
+    def __init__(self, oracle: redis.Redis, millrace: redis.Redis) -> None:
+        self.redis = Side(oracle)
+        self.millrace = Side(millrace)
+        self.log: list[tuple] = []
+
+    def __call__(self, *args, mode: str = "exact"):
+        args = tuple(a if isinstance(a, bytes) else str(a).encode() for a in args)
+        expected, got = self.redis(*args), self.millrace(*args)
+        self.log.append((args, expected, got))
+        name = args[0].upper()
+        if mode == "sorted":
+            ok = sorted(expected) == sorted(got) if isinstance(expected, list) else expected == got
+        elif mode == "exists":
+            ok = (expected is None) == (got is None)
+        elif name in TOLERANCE and isinstance(expected, int) and isinstance(got, int) and expected >= 0:
+            ok = abs(expected - got) <= TOLERANCE[name]
+        else:
+            ok = expected == got
+        assert ok, f"{args!r}: redis {expected!r} != millrace {got!r}\nlast commands: {self.log[-8:]!r}"
+        return expected
+
+    def scan_all(self, side: Side, *options) -> list[bytes]:
+        cursor, found = b"0", []
+        while True:
+            cursor, keys = side(b"SCAN", cursor, *options)
+            found.extend(keys)
+            if cursor == b"0":
+                return sorted(set(found))
+
+    def check_state(self) -> None:
+        """The whole keyspace of the selected database: keys, values, types, TTL presence."""
+        keys = self(b"KEYS", b"*", mode="sorted")
+        assert self.scan_all(self.millrace) == sorted(keys)
+        assert self.scan_all(self.millrace, b"COUNT", b"3", b"MATCH", b"k1*") == sorted(k for k in keys if k.startswith(b"k1"))
+        for key in sorted(keys):
+            self(b"TYPE", key)
+            if self.redis(b"TYPE", key) == b"string":
+                self(b"GET", key)
+            self(b"PTTL", key)
+
+    def close(self) -> None:
+        self.redis.close()
+        self.millrace.close()
+
+
+@pytest.fixture
+def diff(oracle, server):
+    millrace = server.client(protocol=2)
+    millrace.flushall()
+    differ = Differ(oracle, millrace)
+    yield differ
+    differ.close()
+
+
+SCRIPT = """
+SET a 1
+SET b x EX 100
+TTL b
+PTTL a
+SET b y KEEPTTL
+TTL b
+SET b y GET
+TTL b
+SET c 1 NX GET
+SET c 2 NX GET
+SET d 1 XX
+SET a 1 EX 0
+SET a 1 EX foo
+SET a 1 NX XX
+SET a 1 KEEPTTL EX 5
+SET a 1 EX 5 EX 6
+SET a 1 PX 9223372036854775807
+SET a 1 EX
+SET a 1 GET GET
+SET a 1 EXAT 1
+GET a
+EXISTS a a b nope
+INCR a
+INCR b
+SET n 9223372036854775807
+INCR n
+DECRBY n -9223372036854775808
+DECRBY n 9223372036854775807
+DECRBY n 1
+INCRBY n 01
+APPEND q abc
+APPEND q def
+STRLEN q
+STRLEN none
+GETDEL q
+GETDEL q
+MSET x 1 y
+MSET x 1 y 2
+MGET x y z
+EXPIRE a 10 NX XX
+EXPIRE a 10 GT LT
+EXPIRE a 10 FOO
+EXPIRE a foo
+EXPIRE a 9999999999999999999
+EXPIRE a 9223372036854775
+EXPIRE x 100 GT
+EXPIRE x 100 LT
+TTL x
+EXPIRE x 50 GT
+EXPIRE x 500 GT
+EXPIRE x 50 NX
+EXPIRE x 50 XX
+TTL x
+PERSIST x
+PERSIST x
+EXPIRE nope 10
+EXPIRE x -1
+EXISTS x
+EXPIREAT y 1
+EXISTS y
+RENAME nope x
+RENAMENX nope x
+SET r1 v EX 1000
+RENAME r1 r1
+RENAMENX r1 r1
+RENAME r1 r2
+TTL r2
+SET r3 x
+RENAMENX r2 r3
+RENAME r2 r3
+TTL r3
+TYPE r3
+TYPE nope
+DBSIZE
+SWAPDB 0 foo
+SWAPDB foo 0
+SWAPDB 0 99
+SWAPDB 0 1
+DBSIZE
+SWAPDB 1 0
+FLUSHDB foo
+EXPIRETIME nope
+PEXPIRETIME b
+EXPIREAT r3 4000000000
+EXPIRETIME r3
+PEXPIREAT r3 4000000000123
+PEXPIRETIME r3
+EXPIRETIME r3
+KEYS r*
+KEYS [
+SCAN 0 TYPE foo
+SCAN 0 COUNT 0
+SCAN " 5"
+SCAN 18446744073709551616
+SCAN 0 MATCH
+SCAN 0 COUNT x
+SCAN 0 FOO bar
+SCAN x
+MULTI
+MULTI
+WATCH x
+SET a b
+INCR a
+EXEC
+EXEC
+DISCARD
+MULTI
+SET a
+SET b c
+EXEC
+MULTI
+FOO bar
+EXEC
+MULTI
+UNWATCH
+EXEC
+MULTI
+EXEC foo
+EXEC
+DEL r3 r3 nope
+UNLINK b c
+"""
+
+
+def test_scripted_sequence(diff):
+    import shlex
+
+    for line in SCRIPT.strip().splitlines():
+        diff(*shlex.split(line))
+    diff.check_state()
+
+
+def test_glob_table_through_keys(diff):
+    """The glob table's quirks are Redis's: KEYS on both servers agrees with it."""
+    for pattern, subject, expected in TABLE:
+        if not subject or pattern == b"*":
+            continue  # KEYS special-cases "*"; empty keys are covered in test_keyspace
+        diff(b"FLUSHDB")
+        diff(b"SET", subject, b"1")
+        assert diff(b"KEYS", pattern) == ([subject] if expected else []), (pattern, subject)
+
+
+KEYS = [f"k{i}" for i in range(10)] + ["other", "k1x"]
+
+
+def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
+    """One random command over a small key pool, and how to compare its reply."""
+    key = rng.choice(KEYS)
+    value = rng.choice(["0", "1", "-7", "42", "abc", "", "9223372036854775807", "-9223372036854775808", "3.5", "007"])
+    kind = rng.randrange(30)
+    if kind < 4:
+        args = ["SET", key, value]
+        options = rng.sample(["NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT", "BAD"], rng.choice([0, 0, 1, 1, 2, 3]))
+        for option in options:
+            args.append(option)
+            if option in ("EX", "PX"):
+                args.append(rng.choice(["100", "5000000", "0", "-1", "x"]))
+            elif option == "EXAT":
+                args.append(rng.choice([str(now_s + 500), "1", "0"]))
+            elif option == "PXAT":
+                args.append(rng.choice([str((now_s + 500) * 1000 + 7), "1"]))
+        return args, "exact"
+    if kind < 6:
+        return ["GET", key], "exact"
+    if kind == 6:
+        return ["MGET", *rng.sample(KEYS, 3)], "exact"
+    if kind == 7:
+        pairs = rng.sample(KEYS, 2)
+        return ["MSET", pairs[0], value, pairs[1], "v"] + (["odd"] if rng.random() < 0.1 else []), "exact"
+    if kind == 8:
+        return [rng.choice(["INCR", "DECR"]), key], "exact"
+    if kind == 9:
+        return [rng.choice(["INCRBY", "DECRBY"]), key, rng.choice(["1", "-3", "100", "x", "9223372036854775807", "-9223372036854775808"])], "exact"
+    if kind == 10:
+        return ["APPEND", key, rng.choice(["x", "12", ""])], "exact"
+    if kind == 11:
+        return [rng.choice(["STRLEN", "TYPE", "GETDEL"]), key], "exact"
+    if kind == 12:
+        return [rng.choice(["DEL", "UNLINK", "EXISTS"]), *rng.choices(KEYS, k=rng.randint(1, 3))], "exact"
+    if kind == 13:
+        return [rng.choice(["RENAME", "RENAMENX"]), key, rng.choice(KEYS)], "exact"
+    if kind < 18:
+        name = rng.choice(["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"])
+        if name == "EXPIRE":
+            when = rng.choice(["100", "200", "-1", "0", "x", "9223372036854775"])
+        elif name == "PEXPIRE":
+            when = rng.choice(["100000", "300000", "-5", "0"])
+        elif name == "EXPIREAT":
+            when = rng.choice([str(now_s + 300), str(now_s + 600), "1", "0"])
+        else:
+            when = rng.choice([str((now_s + 400) * 1000 + 1), str((now_s + 700) * 1000), "1"])
+        flags = rng.sample(["NX", "XX", "GT", "LT"], rng.choice([0, 0, 1, 1, 2]))
+        return [name, key, when, *flags], "exact"
+    if kind < 21:
+        return [rng.choice(["TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME"]), key], "exact"
+    if kind == 21:
+        return ["PERSIST", key], "exact"
+    if kind == 22:
+        return ["DBSIZE"], "exact"
+    if kind == 23:
+        return ["KEYS", rng.choice(["*", "k1*", "k?", "[ko]*", "*[^0-9]", "other"])], "sorted"
+    if kind == 24:
+        return ["RANDOMKEY"], "exists"
+    if kind == 25:
+        return ["SELECT", rng.choice(["0", "0", "1"])], "exact"
+    if kind == 26:
+        return ["SWAPDB", "0", "1"] if rng.random() < 0.7 else ["FLUSHDB"], "exact"
+    return ["EXISTS", key], "exact"
+
+
+def test_random_sequence(diff):
+    """A seeded mix of a few thousand string/keyspace commands, with transactions, compared reply by reply."""
+    import time
+
+    rng = random.Random(20240601)
+    now_s = int(time.time())
+    in_multi = False
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.02 and not in_multi:
+            diff("MULTI")
+            in_multi = True
+            continue
+        if in_multi and roll < 0.12:
+            diff("EXEC" if rng.random() < 0.8 else "DISCARD", mode="exact")
+            in_multi = False
+            continue
+        if roll < 0.015 and not in_multi:
+            diff("WATCH", rng.choice(KEYS))
+            continue
+        args, mode = random_command(rng, now_s)
+        if in_multi and args[0] in ("KEYS", "RANDOMKEY", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME"):
+            continue  # their replies inside EXEC's array cannot be compared loosely
+        diff(*args, mode=mode)
+        if step % 500 == 499 and not in_multi:
+            diff.check_state()
+    if in_multi:
+        diff("EXEC")
+    diff("SELECT", "0")
+    diff.check_state()
+    diff("SELECT", "1")
+    diff.check_state()
