@@ -75,17 +75,18 @@ def exec_(ctx, argv):
     if ctx.dirty_cas or (ctx.watched and _watched_key_expired(ctx)):
         discard_transaction(ctx)
         return NULL_ARRAY
-    discard_transaction(ctx)  # unwatch first: our own writes must not matter
+    ctx.unwatch()  # first: our own writes must not matter
     server = ctx.server
     call = server.call
     replies = []
-    ctx.in_exec = True
+    ctx.in_exec = True  # MULTI state stays visible (CLIENT INFO flags=x) while the queue runs
     server.begin_exec()
     try:
         for cmd, args in queued:
             replies.append(call(ctx, cmd, args))
     finally:
         ctx.in_exec = False
+        discard_transaction(ctx)
         server.end_exec()
     return replies
 
