@@ -1,0 +1,237 @@
+"""XREAD BLOCK with several clients: wake-ups, timeouts, and what Redis 7.4 does when the key changes.
+
+Redis re-runs a blocked XREAD only when a stream is written under one of its
+keys; a deleted, flushed or retyped key leaves the client waiting, with the
+IDs it resolved when it blocked (`$` became the stream's last ID then).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import server.commands  # noqa: F401  (registers the handlers)
+from server.client import Client
+from server.server import BLOCKED, Server
+from tests.rawclient import RawConn, encode_command
+
+
+def has(conn: RawConn, name: str) -> bool:
+    return conn.call("COMMAND", "INFO", name)[0] is not None
+
+
+def blocked_clients(conn: RawConn) -> int:
+    info = conn.call("INFO", "clients").decode()
+    return int(info.split("blocked_clients:")[1].split()[0])
+
+
+def wait_blocked(conn: RawConn, n: int) -> None:
+    for _ in range(250):
+        if blocked_clients(conn) == n:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"expected {n} blocked clients, INFO says {blocked_clients(conn)}")
+
+
+def silent(conn: RawConn, seconds: float = 0.15) -> bool:
+    """No reply arrives within `seconds`."""
+    return conn.read_raw(timeout=seconds) == b""
+
+
+@pytest.fixture
+def admin(server):
+    conn = RawConn(server.port)
+    conn.call("FLUSHALL")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def conns(server):
+    opened: list[RawConn] = []
+
+    def connect() -> RawConn:
+        conn = RawConn(server.port)
+        opened.append(conn)
+        return conn
+
+    yield connect
+    for conn in opened:
+        conn.close()
+
+
+def block(conn: RawConn, *args) -> None:
+    conn.send(encode_command("XREAD", *args))
+
+
+def test_xadd_wakes_every_waiter(admin, conns):
+    admin.call("XADD", "s", "5-0", "old", "1")
+    waiters = [conns() for _ in range(3)]
+    for i, conn in enumerate(waiters):
+        block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+        wait_blocked(admin, i + 1)
+    assert admin.call("XADD", "s", "6-0", "f", "v") == b"6-0"
+    for conn in waiters:
+        assert conn.read() == [[b"s", [[b"6-0", [b"f", b"v"]]]]]
+    wait_blocked(admin, 0)
+
+
+def test_timeout_and_zero_means_forever(admin, conns):
+    conn = conns()
+    start = time.monotonic()
+    block(conn, "BLOCK", "150", "STREAMS", "s", "$")
+    assert conn.read() is None
+    assert time.monotonic() - start >= 0.14
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    assert silent(conn, 0.3)
+    admin.call("XADD", "s", "1-0", "f", "v")
+    assert conn.read() == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
+
+
+def test_only_streams_with_new_entries_are_returned(admin, conns):
+    admin.call("XADD", "a", "1-0", "f", "v")
+    conn = conns()
+    block(conn, "COUNT", "2", "BLOCK", "0", "STREAMS", "a", "b", "$", "$")
+    wait_blocked(admin, 1)
+    admin.call("XADD", "b", "7-0", "x", "1")
+    assert conn.read() == [[b"b", [[b"7-0", [b"x", b"1"]]]]]
+
+
+def test_count_applies_when_served(admin, conns):
+    conn = conns()
+    block(conn, "COUNT", "2", "BLOCK", "0", "STREAMS", "s", "0")
+    wait_blocked(admin, 1)
+    admin.send(b"".join(encode_command("XADD", "s", f"{i}-0", "f", "v") for i in (1, 2, 3)))
+    assert [admin.read() for _ in range(3)] == [b"1-0", b"2-0", b"3-0"]
+    reply = conn.read()
+    assert [entry[0] for entry in reply[0][1]] in ([b"1-0"], [b"1-0", b"2-0"])
+
+
+def test_deleted_key_keeps_the_client_waiting(admin, conns):
+    admin.call("XADD", "s", "5-0", "f", "v")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    assert admin.call("DEL", "s") == 1
+    assert silent(conn)
+    assert blocked_clients(admin) == 1
+    # the new stream's entries must still be newer than 5-0, the ID resolved when blocking
+    admin.call("XADD", "s", "3-0", "f", "v")
+    assert silent(conn)
+    admin.call("XADD", "s", "6-0", "f", "new")
+    assert conn.read() == [[b"s", [[b"6-0", [b"f", b"new"]]]]]
+
+
+def test_type_change_keeps_the_client_waiting(admin, conns):
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    admin.call("SET", "s", "x")
+    assert silent(conn)
+    admin.call("DEL", "s")
+    admin.call("XADD", "s", "1-0", "f", "v")
+    assert conn.read() == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
+
+
+def test_flush_keeps_the_client_waiting(admin, conns):
+    admin.call("XADD", "s", "5-0", "f", "v")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    admin.call("FLUSHALL")
+    assert silent(conn)
+    admin.call("XADD", "s", "4-0", "f", "v")
+    assert silent(conn)
+    admin.call("XADD", "s", "9-0", "f", "v")
+    assert conn.read() == [[b"s", [[b"9-0", [b"f", b"v"]]]]]
+
+
+def test_rename_onto_the_key_serves_the_client(admin, conns):
+    if not has(admin, "rename"):
+        pytest.skip("RENAME is not in this build yet")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")  # no key: $ is 0-0
+    wait_blocked(admin, 1)
+    admin.call("XADD", "other", "3-0", "f", "v")
+    assert admin.call("RENAME", "other", "s") == b"OK"
+    assert conn.read() == [[b"s", [[b"3-0", [b"f", b"v"]]]]]
+
+
+def test_disconnect_releases_the_waiter(admin, conns):
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    conn.close()
+    wait_blocked(admin, 0)
+    assert admin.call("XADD", "s", "1-0", "f", "v") == b"1-0"
+
+
+def test_resp3_reply_is_a_map(admin, conns):
+    conn = conns()
+    conn.call("HELLO", "3")
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    admin.call("XADD", "s", "1-0", "f", "v")
+    assert conn.read() == {b"s": [[b"1-0", [b"f", b"v"]]]}
+
+
+def test_block_inside_multi_does_not_block(admin):
+    if not has(admin, "multi"):
+        pytest.skip("MULTI is not in this build yet")
+    assert admin.call("MULTI") == b"OK"
+    assert admin.call("XREAD", "BLOCK", "0", "STREAMS", "s", "$") == b"QUEUED"
+    assert admin.call("EXEC") == [None]
+
+
+def test_plus_waits_for_the_last_entry(admin, conns):
+    if not has(admin, "multi"):
+        pytest.skip("MULTI is not in this build yet")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "+")
+    wait_blocked(admin, 1)
+    admin.call("MULTI")
+    admin.call("XADD", "s", "1-0", "f", "a")
+    admin.call("XADD", "s", "2-0", "f", "b")
+    admin.call("EXEC")
+    assert conn.read() == [[b"s", [[b"2-0", [b"f", b"b"]]]]]  # `+` is resolved again: only the last
+
+
+def test_commands_sent_while_blocked_run_after(admin, conns):
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    conn.send(b"*1\r\n$4\r\nPING\r\n")
+    wait_blocked(admin, 1)
+    admin.call("XADD", "s", "1-0", "f", "v")
+    assert conn.read() == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
+    assert conn.read() == b"PONG"
+
+
+# -- serving order, in process ---------------------------------------------------------------
+
+
+class Recorder(Client):
+    """A client without a socket that records when it is resumed."""
+
+    served: list[tuple[int, object]]
+
+    def resume(self, reply) -> None:
+        self.blocked = None
+        Recorder.served.append((self.id, reply))
+
+
+def test_waiters_are_served_in_the_order_they_blocked():
+    server = Server()
+    Recorder.served = []
+    clients = []
+    for i in (3, 1, 2):
+        client = Recorder(server)
+        client.id = i
+        assert server.execute(client, [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"]) is BLOCKED
+        clients.append(client)
+    writer = Recorder(server)
+    assert server.execute(writer, [b"XADD", b"s", b"1-0", b"f", b"v"]) == b"1-0"
+    server.serve_ready()
+    assert [client_id for client_id, _reply in Recorder.served] == [3, 1, 2]
+    assert Recorder.served[0][1] == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
+    assert server.blocking.count == 0
