@@ -87,6 +87,21 @@ def _str_size(text: bytes) -> int:
     return enc + 5
 
 
+_STR_SIZES: dict[bytes, int] = {}  # memo of _str_size for the values streams repeat
+_COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -> growth of its element at count+1
+
+
+def _str_size_cached(text: bytes) -> int:
+    size = _STR_SIZES.get(text)
+    if size is None:
+        size = _str_size(text)
+        if len(text) <= 64:
+            if len(_STR_SIZES) >= 65536:
+                _STR_SIZES.clear()
+            _STR_SIZES[text] = size
+    return size
+
+
 def _i64(value: int) -> int:
     """An unsigned 64-bit difference as the signed value listpack stores."""
     value &= U64_MAX
@@ -216,9 +231,7 @@ class Stream:
 
     def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
         """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
-        total = 0
-        for item in flat:
-            total += len(item)
+        total = sum(map(len, flat))
         if total > LISTPACK_MAX_SIZE:
             raise ReplyError(TOO_LARGE)
         nodes = self.nodes
@@ -235,30 +248,32 @@ class Stream:
             node = Node(entry_id, names)
             size = 13 + _int_size(nfields)  # header, end, count=1, deleted=0, the 0 terminator
             for name in names:
-                size += _str_size(name)
-            node.lp_bytes = size
+                size += _str_size_cached(name)
             nodes.append(node)
             self.keys.append(entry_id)
             same = True
         else:
             if node.ids is None:
                 self._unseal(node)
-            count = node.count
-            node.lp_bytes += _int_size(count + 1) - _int_size(count)
+            size = node.lp_bytes + _COUNT_STEPS.get(node.count, 0)
             same = names == node.fields
         master = node.master_id
-        size = 2 + _int_size(_i64((entry_id >> 64) - (master >> 64))) + _int_size(_i64((entry_id & SEQ_MASK) - (master & SEQ_MASK)))
+        ms_diff = (entry_id >> 64) - (master >> 64)
+        seq_diff = (entry_id & SEQ_MASK) - (master & SEQ_MASK)
+        size += 2  # flags
+        size += 2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff))
+        size += 2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))
         if same:
             row = flat[1::2]
             for value in row:
-                size += _str_size(value)
+                size += _str_size_cached(value)
             size += _int_size(nfields + 3)
         else:
             row = [None, *flat]
             for item in flat:
-                size += _str_size(item)
+                size += _str_size_cached(item)
             size += _int_size(nfields) + _int_size(2 * nfields + 4)
-        node.lp_bytes += size
+        node.lp_bytes = size
         node.count += 1
         node.ids.append(entry_id)
         node.rows.append(row)

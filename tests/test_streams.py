@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -255,6 +257,33 @@ def test_generic_commands_on_streams(r):
     assert r.memory_usage("missing") is None
     assert r.delete("s") == 1
     assert r.type("s") == b"none"
+
+
+def test_keyspace_commands_treat_streams_as_values(r):
+    r.xadd("s", {"f": "v"}, id="1-0")
+    r.xadd("s", {"f": "w"}, id="2-0")
+    r.set("str", "x")
+    assert r.exists("s", "str", "missing") == 2
+    assert sorted(r.scan_iter(_type="stream")) == [b"s"]
+    assert sorted(r.scan_iter(_type="STREAM")) == [b"s"]
+    assert r.rename("s", "t") is True
+    assert r.type("s") == b"none" and r.xlen("t") == 2
+    info = r.xinfo_stream("t")
+    assert (info["last-generated-id"], info["entries-added"]) == (b"2-0", 2)
+    assert r.rename("t", "str") is True  # overwrites the string
+    assert r.type("str") == b"stream"
+    assert r.pexpire("str", 50) is True
+    assert 0 < r.pttl("str") <= 50
+    for _ in range(100):
+        if r.type("str") == b"none":
+            break
+        time.sleep(0.01)
+    assert r.type("str") == b"none"
+    assert r.xlen("str") == 0
+    r.xadd("u", {"f": "v"}, id="1-0")
+    r.expire("u", 100)
+    r.xadd("u", {"f": "v"}, id="2-0")
+    assert r.ttl("u") > 0  # XADD to an existing stream keeps its TTL
 
 
 def test_memory_usage_grows_slowly_per_entry(r):

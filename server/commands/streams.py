@@ -122,6 +122,10 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
     return args
 
 
+_PLAIN_XADD = TrimArgs()  # `XADD key * field value ...`: no options to parse
+_PLAIN_XADD.id_pos = 2
+
+
 def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
     return [name, key, b"MAXLEN", b"=", b"%d" % stream.length]
 
@@ -133,7 +137,7 @@ def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
 )
 def xadd(ctx, argv):
     """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]"""
-    args = parse_trim_args(ctx, argv, xadd=True)
+    args = _PLAIN_XADD if argv[2] == b"*" else parse_trim_args(ctx, argv, xadd=True)
     field_pos = args.id_pos + 1
     nfields = len(argv) - field_pos
     if nfields < 2 or nfields % 2:
