@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from itertools import accumulate
 
 import msgpack
 
@@ -129,26 +130,18 @@ class Node:
 
 
 def _pack(node: Node, ids: list[int], rows: list[list]) -> bytes:
-    """IDs as (ms delta from the previous entry, seq) pairs, then the rows."""
-    deltas = []
-    prev_ms = node.master_id >> 64
-    for entry_id in ids:
-        ms = entry_id >> 64
-        deltas.append(ms - prev_ms)
-        deltas.append(entry_id & SEQ_MASK)
-        prev_ms = ms
-    return msgpack.packb((deltas, rows), use_bin_type=True)
+    """ms parts as deltas from the previous entry (the first from the master ID), seqs as they are, rows."""
+    ms_parts = [entry_id >> 64 for entry_id in ids]
+    deltas = [b - a for a, b in zip([node.master_id >> 64, *ms_parts], ms_parts, strict=False)]
+    seqs = [entry_id & SEQ_MASK for entry_id in ids]
+    return msgpack.packb((deltas, seqs, rows), use_bin_type=True)
 
 
 def _unpack(node: Node) -> tuple[list[int], list[list]]:
-    deltas, rows = msgpack.unpackb(node.packed, raw=False)
-    ids = []
-    ms = node.master_id >> 64
-    append = ids.append
-    for i in range(0, len(deltas), 2):
-        ms += deltas[i]
-        append((ms << 64) | deltas[i + 1])
-    return ids, rows
+    deltas, seqs, rows = msgpack.unpackb(node.packed, raw=False)
+    ms_parts = accumulate(deltas, initial=node.master_id >> 64)
+    next(ms_parts)
+    return [(ms << 64) | seq for ms, seq in zip(ms_parts, seqs, strict=True)], rows
 
 
 _DECODED: OrderedDict[Node, tuple[list[int], list[list]]] = OrderedDict()
@@ -244,7 +237,8 @@ class Stream:
         names = tuple(flat[0::2])
         nfields = len(names)
         if node is None:
-            names = self._fields.setdefault(names, names)
+            if len(self._fields) < 64:  # share the usual field sets; never grow without bound
+                names = self._fields.setdefault(names, names)
             node = Node(entry_id, names)
             size = 13 + _int_size(nfields)  # header, end, count=1, deleted=0, the 0 terminator
             for name in names:
