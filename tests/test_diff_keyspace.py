@@ -222,6 +222,91 @@ EXEC foo
 EXEC
 DEL r3 r3 nope
 UNLINK b c
+SETNX a 1
+SETNX a 2
+SETEX b 100 x
+TTL b
+SETEX b 0 x
+SETEX b -1 x
+SETEX b foo x
+PSETEX b 0 x
+PSETEX b 5000 y
+SETEX b 9223372036854776 x
+GETSET b z
+TTL b
+GETSET nope v
+MSETNX a 1 c 2
+MSETNX c 1 d 2
+MSETNX c 1 d
+MGET c d
+GETEX reallymissing EX 0
+GETEX a EX 0
+GETEX a EX 100
+TTL a
+GETEX a PERSIST
+TTL a
+GETEX a PX 100 EX 100
+GETEX a EX 100 EX 200
+TTL a
+GETEX a PERSIST EX 10
+GETEX a NX
+GETEX a KEEPTTL
+GETEX a EXAT 1
+EXISTS a
+SET s "Hello World"
+GETRANGE s 0 4
+GETRANGE s -5 -1
+GETRANGE s -1 -5
+GETRANGE s 5 2
+GETRANGE s 0 -100
+GETRANGE s -100 3
+GETRANGE s 0 1000
+GETRANGE s x 1
+GETRANGE reallymissing 0 1
+SUBSTR s 1 3
+SET e ""
+GETRANGE e 0 -1
+SETRANGE s 6 Redis
+SETRANGE s 20 X
+GET s
+SETRANGE n 0 ""
+EXISTS n
+SETRANGE n 3 ab
+GET n
+SETRANGE n -1 x
+SETRANGE n 536870911 ab
+SETRANGE s 2 ""
+SET a 1
+EXPIRE a 100
+TOUCH a a nope
+MOVE a 0
+MOVE a x
+MOVE a 99
+MOVE a -1
+MOVE nope 1
+MOVE a 1
+EXISTS a
+SELECT 1
+TTL a
+MOVE a 0
+SELECT 0
+SET a 5
+SELECT 1
+SET a 6
+MOVE a 0
+SELECT 0
+COPY a a
+COPY a a DB 0
+COPY a a DB 1
+COPY a a DB 1 REPLACE
+COPY a c
+COPY a c
+COPY a c REPLACE
+COPY nope x
+COPY a d FOO
+COPY a d DB
+COPY a d DB x
+COPY a d DB 100
 """
 
 
@@ -250,7 +335,7 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
     """One random command over a small key pool, and how to compare its reply."""
     key = rng.choice(KEYS)
     value = rng.choice(["0", "1", "-7", "42", "abc", "", "9223372036854775807", "-9223372036854775808", "3.5", "007"])
-    kind = rng.randrange(30)
+    kind = rng.randrange(40)
     if kind < 4:
         args = ["SET", key, value]
         options = rng.sample(["NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT", "BAD"], rng.choice([0, 0, 1, 1, 2, 3]))
@@ -308,7 +393,30 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
         return ["SELECT", rng.choice(["0", "0", "1"])], "exact"
     if kind == 26:
         return ["SWAPDB", "0", "1"] if rng.random() < 0.7 else ["FLUSHDB"], "exact"
-    return ["EXISTS", key], "exact"
+    if kind == 27:
+        return ["EXISTS", key], "exact"
+    if kind == 28:
+        return [rng.choice(["SETNX", "GETSET"]), key, value], "exact"
+    if kind == 29:
+        return [rng.choice(["SETEX", "PSETEX"]), key, rng.choice(["100", "200000", "0", "x"]), value], "exact"
+    if kind == 30:
+        option = rng.choice([[], ["PERSIST"], ["EX", "100"], ["PX", "0"], ["EXAT", "1"], ["PXAT", str((now_s + 900) * 1000)], ["NX"]])
+        return ["GETEX", key, *option], "exact"
+    if kind == 31:
+        return ["GETRANGE", key, rng.choice(["0", "-1", "2", "-100"]), rng.choice(["0", "-1", "3", "100", "-3"])], "exact"
+    if kind == 32:
+        return ["SETRANGE", key, rng.choice(["0", "2", "5", "-1"]), rng.choice(["ab", "", "xyz"])], "exact"
+    if kind == 33:
+        pairs = rng.sample(KEYS, 2)
+        return ["MSETNX", pairs[0], value, pairs[1], "v"], "exact"
+    if kind == 34:
+        return ["TOUCH", *rng.choices(KEYS, k=2)], "exact"
+    if kind == 35:
+        return ["MOVE", key, rng.choice(["0", "1", "1", "2"])], "exact"
+    if kind == 36:
+        options = rng.choice([[], ["REPLACE"], ["DB", "1"], ["DB", "0", "REPLACE"], ["DB", "1", "REPLACE"]])
+        return ["COPY", key, rng.choice(KEYS), *options], "exact"
+    return [rng.choice(["GET", "TTL", "EXISTS"]), key], "exact"
 
 
 def test_random_sequence(diff):
@@ -339,7 +447,6 @@ def test_random_sequence(diff):
             diff.check_state()
     if in_multi:
         diff("EXEC")
-    diff("SELECT", "0")
-    diff.check_state()
-    diff("SELECT", "1")
-    diff.check_state()
+    for db in ("0", "1", "2"):
+        diff("SELECT", db)
+        diff.check_state()

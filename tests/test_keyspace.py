@@ -275,3 +275,52 @@ def test_scan_skips_expired(r):
 def test_arity_errors(r):
     for args in (("EXISTS",), ("TYPE",), ("KEYS",), ("RENAME", "a"), ("EXPIRE", "a"), ("TTL",), ("PERSIST",), ("SWAPDB", "0")):
         assert error_of(r, *args) == f"wrong number of arguments for '{args[0].lower()}' command"
+
+
+def test_touch(r):
+    r.mset({"a": 1, "b": 2})
+    assert r.touch("a", "a", "b", "nope") == 3
+
+
+def test_move(r):
+    r.set("a", 1, ex=100)
+    assert r.move("a", 1) is True
+    assert r.exists("a") == 0
+    assert error_of(r, "MOVE", "a", "0") == "source and destination objects are the same"
+    assert error_of(r, "MOVE", "a", "x") == "value is not an integer or out of range"
+    assert error_of(r, "MOVE", "a", "99") == "DB index is out of range"
+    assert r.move("nope", 1) is False
+    r.execute_command("SELECT", 1)
+    assert r.get("a") == b"1" and r.ttl("a") > 0  # the TTL moves along
+    r.execute_command("SELECT", 0)
+    r.set("a", 2)
+    assert r.move("a", 1) is False  # present in the target: nothing moves
+    assert r.get("a") == b"2"
+
+
+def test_copy(r):
+    r.set("a", 1, ex=100)
+    assert r.copy("a", "b") is True
+    assert r.get("b") == b"1" and r.ttl("b") > 0
+    assert r.copy("a", "b") is False
+    r.set("a", 2)
+    assert r.copy("a", "b", replace=True) is True and r.get("b") == b"2" and r.ttl("b") == -1
+    assert r.copy("a", "a", destination_db=1) is True
+    assert r.copy("nope", "x") is False
+    assert error_of(r, "COPY", "a", "a") == "source and destination objects are the same"
+    assert error_of(r, "COPY", "a", "a", "DB", "0") == "source and destination objects are the same"
+    assert error_of(r, "COPY", "a", "d", "FOO") == "syntax error"
+    assert error_of(r, "COPY", "a", "d", "DB") == "syntax error"
+    assert error_of(r, "COPY", "a", "d", "DB", "100") == "DB index is out of range"
+    r.execute_command("SELECT", 1)
+    assert r.get("a") == b"2"
+
+
+def test_copy_stream_is_independent(r):
+    try:
+        r.xadd("s", {"f": "v"}, id="1-1")
+    except redis.ResponseError:
+        pytest.skip("no XADD in this build")
+    assert r.copy("s", "s2") is True
+    r.xadd("s", {"f": "w"}, id="2-1")
+    assert r.xlen("s2") == 1 and r.xlen("s") == 2

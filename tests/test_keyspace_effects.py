@@ -234,3 +234,27 @@ def test_replayed_effects_rebuild_the_same_keyspace(seed):
         applied = upto
         assert snapshot(replica) == expected, f"after {upto} batches"
     assert sum(len(db.data) for db in p.server.keyspace.dbs) > 0
+
+
+def test_more_string_and_key_effects(p):
+    p("SET", "a", "1")
+    p.effects()
+    p("SETNX", "a", "2")
+    p("GETEX", "a")
+    p("GETEX", "a", "PERSIST")
+    p("SETRANGE", "a", "0", "")
+    p("MOVE", "nope", "1")
+    p("COPY", "nope", "x")
+    assert p.effects() == []
+    p("SETEX", "b", "10", "x")
+    assert p.effects() == [[b"SET", b"b", b"x", b"PXAT", b"%d" % (T0 + 10_000)]]
+    p("GETEX", "b", "PX", "50")
+    assert p.effects() == [[b"PEXPIREAT", b"b", b"%d" % (T0 + 50)]]
+    p("GETEX", "b", "EXAT", "1")
+    assert p.effects() == [[b"DEL", b"b"]]
+    p("COPY", "a", "c")
+    assert p.effects() == [[b"COPY", b"a", b"c", b"DB", b"0"]]
+    p("COPY", "a", "c", "REPLACE")
+    assert p.effects() == [[b"COPY", b"a", b"c", b"DB", b"0", b"REPLACE"]]
+    p("MOVE", "c", "1")
+    assert p.effects() == [[b"MOVE", b"c", b"1"]]

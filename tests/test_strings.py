@@ -176,3 +176,59 @@ def test_append_strlen_getdel(r):
 def test_arity(r):
     for args in (("GET",), ("GET", "a", "b"), ("SET", "a"), ("INCR",), ("INCRBY", "a"), ("APPEND", "a"), ("STRLEN",), ("GETDEL",)):
         assert error_of(r, *args) == f"wrong number of arguments for '{args[0].lower()}' command"
+
+
+def test_setnx_setex_psetex_getset(r):
+    assert r.setnx("a", 1) is True
+    assert r.setnx("a", 2) is False
+    assert raw(r, "SETEX", "b", "100", "x") == b"OK"
+    assert 99 <= r.ttl("b") <= 100
+    assert r.psetex("b", 5000, "y") is True
+    assert 4000 < r.pttl("b") <= 5000
+    assert error_of(r, "SETEX", "b", "0", "x") == "invalid expire time in 'setex' command"
+    assert error_of(r, "PSETEX", "b", "-1", "x") == "invalid expire time in 'psetex' command"
+    assert error_of(r, "SETEX", "b", "x", "x") == "value is not an integer or out of range"
+    assert r.getset("b", "z") == b"y"
+    assert r.ttl("b") == -1  # GETSET drops the TTL like SET
+    assert r.getset("new", "v") is None and r.get("new") == b"v"
+
+
+def test_msetnx(r):
+    assert r.msetnx({"a": 1, "b": 2}) is True
+    assert r.msetnx({"b": 3, "c": 4}) is False
+    assert r.mget("a", "b", "c") == [b"1", b"2", None]
+    assert error_of(r, "MSETNX", "a", "1", "b") == "wrong number of arguments for 'msetnx' command"
+
+
+def test_getex(r):
+    assert r.getex("nope", ex=10) is None
+    r.set("k", "v")
+    assert r.getex("k", ex=100) == b"v"
+    assert 99 <= r.ttl("k") <= 100
+    assert r.getex("k", persist=True) == b"v"
+    assert r.ttl("k") == -1
+    assert r.getex("k", px=5000) == b"v" and r.pttl("k") > 4000
+    assert r.getex("k") == b"v" and r.pttl("k") > 4000
+    assert raw(r, "GETEX", "k", "EX", "10", "EX", "20") == b"v"
+    for args in (("PX", "1", "EX", "1"), ("PERSIST", "EX", "1"), ("EX", "1", "PERSIST"), ("NX",), ("KEEPTTL",), ("EX",)):
+        assert error_of(r, "GETEX", "k", *args) == "syntax error", args
+    assert error_of(r, "GETEX", "k", "EX", "0") == "invalid expire time in 'getex' command"
+    assert r.getex("k", exat=1) == b"v"
+    assert r.exists("k") == 0  # an expiry in the past deletes
+
+
+def test_getrange_setrange(r):
+    r.set("s", "Hello World")
+    cases = {(0, 4): b"Hello", (-5, -1): b"World", (-1, -5): b"", (5, 2): b"", (0, -100): b"H", (-100, 3): b"Hell",
+             (0, 1000): b"Hello World"}
+    for (start, end), expected in cases.items():
+        assert r.getrange("s", start, end) == expected, (start, end)
+    assert r.getrange("nope", 0, -1) == b""
+    assert r.substr("s", 1, 3) == b"ell"
+    assert r.setrange("s", 6, "Redis") == 11 and r.get("s") == b"Hello Redis"
+    assert r.setrange("s", 13, "!") == 14 and r.get("s") == b"Hello Redis\x00\x00!"
+    assert r.setrange("n", 0, "") == 0 and r.exists("n") == 0
+    assert r.setrange("n", 2, "ab") == 4 and r.get("n") == b"\x00\x00ab"
+    assert error_of(r, "SETRANGE", "n", "-1", "x") == "offset is out of range"
+    assert error_of(r, "SETRANGE", "n", "536870911", "ab") == "string exceeds maximum allowed size (proto-max-bulk-len)"
+    assert error_of(r, "GETRANGE", "s", "x", "1") == "value is not an integer or out of range"

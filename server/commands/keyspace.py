@@ -336,3 +336,94 @@ def persist(ctx, argv):
     if db.lookup(key, ctx.server.now) is None or not db.persist(key):
         return 0, []
     return 1, [[b"PERSIST", key]]
+
+
+# -- moving and copying keys --------------------------------------------------
+
+
+@command("touch", -2, "readonly fast", keys=(1, -1, 1), group="generic", since="3.2.1",
+         summary="Returns the number of existing keys out of those specified after updating the time they were last accessed.",
+         complexity="O(N) where N is the number of keys that will be touched.")
+def touch(ctx, argv):
+    db, now = ctx.db, ctx.server.now
+    return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
+
+
+def _target_db(ctx, arg: bytes):
+    index = _db_index(arg, "ERR value is not an integer or out of range")
+    keyspace = ctx.server.keyspace
+    if not 0 <= index < len(keyspace):
+        raise ReplyError("ERR DB index is out of range")
+    return keyspace[index]
+
+
+def _lookup_elsewhere(ctx, db, key: bytes):
+    """Look a key up in another database; one found expired is propagated as that database's DEL."""
+    value = db.lookup(key, ctx.server.now)
+    if db.expired:
+        ctx.server.propagate_expired(db)
+    return value
+
+
+@command("move", 3, "write fast", keys=(1, 1, 1), group="generic", summary="Moves a key to another database.")
+def move(ctx, argv):
+    """MOVE key db -> 1 if moved (with its TTL), 0 if absent here or present there."""
+    key, src = argv[1], ctx.db
+    dst = _target_db(ctx, argv[2])
+    if dst is src:
+        raise ReplyError("ERR source and destination objects are the same")
+    now = ctx.server.now
+    value = src.lookup(key, now)
+    if value is None or _lookup_elsewhere(ctx, dst, key) is not None:
+        return 0, []
+    when = src.expires.get(key)
+    src.delete(key, now)
+    dst.set(key, value)
+    if when is not None:
+        dst.set_expire(key, when)
+    ctx.server.touch(dst.id, key)
+    return 1, [[b"MOVE", key, b"%d" % dst.id]]
+
+
+@command("copy", -3, "write denyoom", keys=(1, 2, 1), group="generic", since="6.2.0",
+         summary="Copies the value of a key to a new key.",
+         complexity="O(N) worst case for collections, where N is the number of nested items. O(1) for string values.")
+def copy_(ctx, argv):
+    """COPY source destination [DB destination-db] [REPLACE] -> 1 if copied (with the TTL), else 0."""
+    src = dst = ctx.db
+    replace = False
+    index, argc = 3, len(argv)
+    while index < argc:
+        option = argv[index].lower()
+        if option == b"replace":
+            replace = True
+        elif option == b"db" and index + 1 < argc:
+            index += 1
+            dst = _target_db(ctx, argv[index])
+        else:
+            raise ReplyError(SYNTAX)
+        index += 1
+    key, newkey = argv[1], argv[2]
+    if src is dst and key == newkey:
+        raise ReplyError("ERR source and destination objects are the same")
+    now = ctx.server.now
+    value = src.lookup(key, now)
+    if value is None:
+        return 0, []
+    existing = _lookup_elsewhere(ctx, dst, newkey) if dst is not src else dst.lookup(newkey, now)
+    if existing is not None and not replace:
+        return 0, []
+    when = src.expires.get(key)
+    if type(value) is not bytes:
+        import copy
+
+        value = copy.deepcopy(value)
+    dst.set(newkey, value)
+    if when is not None:
+        dst.set_expire(newkey, when)
+    if dst is not src:
+        ctx.server.touch(dst.id, newkey)
+    effect = [b"COPY", key, newkey, b"DB", b"%d" % dst.id]
+    if existing is not None:
+        effect.append(b"REPLACE")
+    return 1, [effect]

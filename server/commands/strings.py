@@ -210,3 +210,146 @@ def append(ctx, argv):
 def strlen(ctx, argv):
     value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
     return 0 if value is None else len(value)
+
+
+# -- the older and rarer string commands --------------------------------------
+
+
+@command("setnx", 3, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Set the string value of a key only when the key doesn't exist.")
+def setnx(ctx, argv):
+    key, db = argv[1], ctx.db
+    if db.lookup(key, ctx.server.now) is not None:
+        return 0, []
+    db.set(key, argv[2])
+    return 1, [[b"SET", key, argv[2]]]
+
+
+def _setex(ctx, argv, flag: int, name: str):
+    """SETEX/PSETEX key time value: SET key value EX|PX time."""
+    when = _expire_ms(ctx, argv[2], flag, name)
+    key, db = argv[1], ctx.db
+    db.lookup(key, ctx.server.now)  # an expired key goes first, as its DEL must
+    db.data[key] = argv[3]
+    db.expires[key] = when
+    return OK, [[b"SET", key, argv[3], b"PXAT", b"%d" % when]]
+
+
+@command("setex", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.0.0",
+         summary="Sets the string value and expiration time of a key. Creates the key if it doesn't exist.")
+def setex(ctx, argv):
+    return _setex(ctx, argv, _EX, "setex")
+
+
+@command("psetex", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.6.0",
+         summary="Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.")
+def psetex(ctx, argv):
+    return _setex(ctx, argv, _PX, "psetex")
+
+
+@command("getset", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
+         summary="Returns the previous string value of a key after setting it to a new value.")
+def getset(ctx, argv):
+    """GETSET key value -> the old value; like SET, the TTL is dropped."""
+    key, db = argv[1], ctx.db
+    old = db.lookup_type(key, ctx.server.now, bytes)
+    db.set(key, argv[2])
+    return old, [[b"SET", key, argv[2]]]
+
+
+@command("msetnx", -3, "write denyoom", keys=(1, -1, 2), group="string", since="1.0.1",
+         summary="Atomically modifies the string values of one or more keys only when all keys don't exist.",
+         complexity="O(N) where N is the number of keys to set.")
+def msetnx(ctx, argv):
+    if len(argv) % 2 == 0:
+        raise wrong_arity("msetnx")
+    db, now = ctx.db, ctx.server.now
+    if any(db.lookup(argv[index], now) is not None for index in range(1, len(argv), 2)):
+        return 0, []
+    return 1, mset(ctx, argv)[1]
+
+
+@command("getex", -2, "write fast", keys=(1, 1, 1), group="string", since="6.2.0",
+         summary="Returns the string value of a key after setting its expiration time.")
+def getex(ctx, argv):
+    """GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] -> the value."""
+    flags, expire_arg = 0, None
+    persist = False
+    index, argc = 2, len(argv)
+    while index < argc:
+        option = argv[index].upper()
+        takes_value = option in (b"EX", b"PX", b"EXAT", b"PXAT")
+        if option == b"PERSIST" and not flags:
+            persist = True
+        elif takes_value and not persist and not flags & ~_SET_OPTIONS[option][0] and index + 1 < argc:
+            flags = _SET_OPTIONS[option][0]
+            index += 1
+            expire_arg = argv[index]
+        else:
+            raise ReplyError(SYNTAX)
+        index += 1
+    key, db, now = argv[1], ctx.db, ctx.server.now
+    value = db.lookup_type(key, now, bytes)
+    if value is None:
+        return None, []
+    when = _expire_ms(ctx, expire_arg, flags, "getex") if expire_arg is not None else None
+    if when is not None:
+        if when <= now and not ctx.loading:
+            db.delete(key, now)
+            return value, [[b"DEL", key]]
+        db.set_expire(key, when)
+        return value, [[b"PEXPIREAT", key, b"%d" % when]]
+    if persist and db.persist(key):
+        return value, [[b"PERSIST", key]]
+    return value, []
+
+
+@command("getrange", 4, "readonly", keys=(1, 1, 1), group="string", since="2.4.0",
+         summary="Returns a substring of the string stored at a key.",
+         complexity="O(N) where N is the length of the returned string.")
+def getrange(ctx, argv):
+    """GETRANGE key start end: inclusive, negative indexes count from the end."""
+    start, end = to_int(argv[2]), to_int(argv[3])
+    value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
+    if value is None:
+        return b""
+    length = len(value)
+    if start < 0 and end < 0 and start > end:
+        return b""
+    if start < 0:
+        start = max(length + start, 0)
+    if end < 0:
+        end = max(length + end, 0)
+    end = min(end, length - 1)
+    if start > end or length == 0:
+        return b""
+    return value[start : end + 1]
+
+
+@command("substr", 4, "readonly", keys=(1, 1, 1), group="string", summary="Returns a substring from a string value.",
+         complexity="O(N) where N is the length of the returned string.")
+def substr(ctx, argv):
+    return getrange(ctx, argv)
+
+
+@command("setrange", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.2.0",
+         summary="Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.")
+def setrange(ctx, argv):
+    """SETRANGE key offset value -> the new length; zero bytes pad a gap."""
+    offset = to_int(argv[2])
+    if offset < 0:
+        raise ReplyError("ERR offset is out of range")
+    key, piece, db = argv[1], argv[3], ctx.db
+    value = db.lookup_type(key, ctx.server.now, bytes)
+    if value is None:
+        if not piece:
+            return 0, []
+        value = b""
+    elif not piece:
+        return len(value), []
+    if offset + len(piece) > ctx.server.config["proto-max-bulk-len"]:
+        raise ReplyError("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+    if len(value) < offset:
+        value += b"\x00" * (offset - len(value))
+    value = value[:offset] + piece + value[offset + len(piece) :]
+    db.data[key] = value
+    return len(value), [[b"SETRANGE", key, b"%d" % offset, piece]]
