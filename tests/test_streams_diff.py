@@ -169,6 +169,28 @@ def test_random_workload_matches_redis(r2, oracle, seed):
         assert call(ours, ["XRANGE", key, "-", "+"]) == call(theirs, ["XRANGE", key, "-", "+"])
 
 
+@pytest.mark.parametrize(("seed", "max_entries", "max_bytes"), [(5, 5, 4096), (6, 3, 300), (7, 100, 0), (8, 10, 150)])
+def test_random_workload_with_other_node_sizes(r2, oracle, seed, max_entries, max_bytes):
+    ours, theirs = raw_client(r2), raw_client(oracle)
+    try:
+        for client in (ours, theirs):
+            client.execute_command("CONFIG", "SET", "stream-node-max-entries", max_entries)
+            client.execute_command("CONFIG", "SET", "stream-node-max-bytes", max_bytes)
+        workload = Workload(seed)
+        history: list = []
+        for _ in range(1500):
+            for args in workload.commands():
+                history.append(args)
+                expected, got = call(theirs, args), call(ours, args)
+                if expected != got:
+                    tail = "\n".join(" ".join(map(str, a))[:200] for a in history[-15:])
+                    pytest.fail(f"{args}\nredis:    {expected}\nmillrace: {got}\nlast commands:\n{tail}")
+    finally:
+        for client in (ours, theirs):
+            client.execute_command("CONFIG", "SET", "stream-node-max-entries", 100)
+            client.execute_command("CONFIG", "SET", "stream-node-max-bytes", 4096)
+
+
 def test_xinfo_help_matches_redis(r2, oracle):
     ours = call(raw_client(r2), ["XINFO", "HELP"])[1]
     theirs = call(raw_client(oracle), ["XINFO", "HELP"])[1]
