@@ -292,3 +292,20 @@ def test_memory_usage_grows_slowly_per_entry(r):
         pipe.xadd("s", {"sensor-id": "1234", "temperature": "10.5"}, id=f"{1700000000000 + i}-0")
     pipe.execute()
     assert r.memory_usage("s") / 5000 < 40
+
+
+def test_copy_makes_an_independent_stream(r):
+    pipe = r.pipeline(transaction=False)
+    for i in range(1, 251):
+        pipe.xadd("s", {"f": i}, id=f"{i}-0")
+    pipe.execute()
+    r.xdel("s", "7-0")
+    assert r.copy("s", "c") is True
+    assert r.xinfo_stream("c") == r.xinfo_stream("s")
+    r.xdel("c", "5-0", "150-0", "250-0")  # in sealed and open nodes of the copy
+    r.xadd("c", {"f": "new"}, id="300-0")
+    r.xtrim("c", maxlen=100, approximate=False)
+    assert r.xlen("s") == 249 and r.xlen("c") == 100
+    assert r.xrange("s", "5-0", "5-0") == [(b"5-0", {b"f": b"5"})]
+    assert r.xrange("s", "150-0", "150-0") == [(b"150-0", {b"f": b"150"})]
+    assert r.xinfo_stream("s")["last-generated-id"] == b"250-0"
