@@ -102,6 +102,9 @@ class Server:
                     return self.error(exec_abort(client, exc.message), cmd, rejected=True)
             return self.error(exc.message, cmd, rejected=True)
         if client.multi is not None and cmd.name not in NOT_QUEUED:
+            if "no-multi" in cmd.flags:
+                client.multi_error = True
+                return self.error("ERR Command not allowed inside a transaction", cmd, rejected=True)
             return client.queue(cmd, argv)
         return self.call(client, cmd, argv)
 

@@ -258,3 +258,9 @@ def test_more_string_and_key_effects(p):
     assert p.effects() == [[b"COPY", b"a", b"c", b"DB", b"0", b"REPLACE"]]
     p("MOVE", "c", "1")
     assert p.effects() == [[b"MOVE", b"c", b"1"]]
+
+
+def test_incrbyfloat_propagates_the_exact_value(p):
+    p("INCRBYFLOAT", "f", "0.1")
+    p("INCRBYFLOAT", "f", "0.2")
+    assert p.effects()[1:] == [[b"SET", b"f", b"0.1", b"KEEPTTL"], [b"SET", b"f", b"0.3", b"KEEPTTL"]]

@@ -232,3 +232,28 @@ def test_getrange_setrange(r):
     assert error_of(r, "SETRANGE", "n", "-1", "x") == "offset is out of range"
     assert error_of(r, "SETRANGE", "n", "536870911", "ab") == "string exceeds maximum allowed size (proto-max-bulk-len)"
     assert error_of(r, "GETRANGE", "s", "x", "1") == "value is not an integer or out of range"
+
+
+def test_incrbyfloat_long_double_arithmetic(r):
+    """Redis adds in x87 long double and prints %.17Lf: 0.1 + 0.2 is 0.3 here, not 0.30000000000000004."""
+    assert r.incrbyfloat("f", 0.1) == 0.1
+    assert r.incrbyfloat("f", 0.2) == 0.3
+    assert r.get("f") == b"0.3"
+    assert raw(r, "INCRBYFLOAT", "f", "1e3") == b"1000.29999999999999999"
+    assert raw(r, "INCRBYFLOAT", "f", "-1000.3") == b"0"
+    assert raw(r, "INCRBYFLOAT", "g", "123456789.123456789") == b"123456789.12345678899873747"
+    assert raw(r, "INCRBYFLOAT", "h", "0x1.8p1") == b"3"
+    assert raw(r, "INCRBYFLOAT", "i", "18446744073709551617") == b"18446744073709551616"
+    r.set("t", "1.5", ex=100)
+    r.incrbyfloat("t", 1)
+    assert r.get("t") == b"2.5" and r.ttl("t") > 0  # the TTL stays
+
+
+def test_incrbyfloat_errors(r):
+    for bad in ("abc", " 1", "1 ", "", ".", "1e", "nan", "1e5000", "1e-5000", "0x"):
+        assert error_of(r, "INCRBYFLOAT", "f", bad) == "value is not a valid float", bad
+    assert error_of(r, "INCRBYFLOAT", "f", "inf") == "increment would produce NaN or Infinity"
+    r.set("big", "1.1e4932")
+    assert error_of(r, "INCRBYFLOAT", "big", "1e4932") == "increment would produce NaN or Infinity"
+    r.set("s", "abc")
+    assert error_of(r, "INCRBYFLOAT", "s", "1") == "value is not a valid float"

@@ -221,3 +221,25 @@ def test_pipeline_watch_error(r, r2):
         pipe.set("x", 1)
         with pytest.raises(redis.WatchError):
             pipe.execute()
+
+
+def test_blocking_commands_do_not_block_inside_exec(s):
+    s("MULTI")
+    assert s("XREAD", "BLOCK", "0", "STREAMS", "nostream", "$") == b"QUEUED"
+    assert s("SET", "after", "1") == b"QUEUED"
+    assert s("EXEC") == [None, b"OK"]  # answered at once, as on timeout
+
+
+def test_no_multi_commands_abort_the_transaction():
+    """In process (a queued SHUTDOWN must never run against the shared test server)."""
+    import server.commands  # noqa: F401
+    from protocol.reply import Error
+    from server.client import Client
+    from server.server import Server
+
+    srv = Server()
+    client = Client(srv)
+    srv.execute(client, [b"MULTI"])
+    assert srv.execute(client, [b"SHUTDOWN", b"NOSAVE"]) == Error(b"ERR Command not allowed inside a transaction")
+    assert srv.execute(client, [b"PING"]) == b"QUEUED"
+    assert srv.execute(client, [b"EXEC"]) == Error(b"EXECABORT Transaction discarded because of previous errors.")

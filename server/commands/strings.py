@@ -353,3 +353,16 @@ def setrange(ctx, argv):
     value = value[:offset] + piece + value[offset + len(piece) :]
     db.data[key] = value
     return len(value), [[b"SETRANGE", key, b"%d" % offset, piece]]
+
+
+@command("incrbyfloat", 3, "write denyoom fast", keys=(1, 1, 1), group="string", since="2.6.0",
+         summary="Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.")
+def incrbyfloat(ctx, argv):
+    """INCRBYFLOAT key increment -> the new value as a bulk string (long double arithmetic, see long_double.py)."""
+    from .long_double import add
+
+    key, db = argv[1], ctx.db
+    value = db.lookup_type(key, ctx.server.now, bytes)
+    result = add(value, argv[2])
+    db.data[key] = result
+    return result, [[b"SET", key, result, b"KEEPTTL"]]
