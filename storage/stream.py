@@ -257,15 +257,16 @@ class Stream:
         size += 2  # flags
         size += 2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff))
         size += 2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))
+        sizes = _STR_SIZES
         if same:
             row = flat[1::2]
             for value in row:
-                size += _str_size_cached(value)
+                size += sizes.get(value) or _str_size_cached(value)
             size += _int_size(nfields + 3)
         else:
             row = [None, *flat]
             for item in flat:
-                size += _str_size_cached(item)
+                size += sizes.get(item) or _str_size_cached(item)
             size += _int_size(nfields) + _int_size(2 * nfields + 4)
         node.lp_bytes = size
         node.count += 1

@@ -13,7 +13,7 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Map, Simple
 from server.blocking import Block
 from storage.stream import Stream
-from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id, parse_xadd_id
+from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id, parse_xadd_id
 
 from ..command import COMMANDS, command, container
 from .args import to_int
@@ -156,12 +156,12 @@ def xadd(ctx, argv):
         new_id = stream.next_id(server.now, args.ms, args.seq)
     else:
         new_id = stream.next_id(server.now)
-    config = server.config
+    config = server.config.values
     fields = argv[field_pos:]
     stream.append(new_id, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
     if created:
         ctx.db.set(key, stream)
-    reply = format_id(new_id)
+    reply = b"%d-%d" % (new_id >> 64, new_id & SEQ_MASK)
     if args.strategy is not None and args.trim(stream):
         return reply, [[b"XADD", key, b"MAXLEN", b"=", b"%d" % stream.length, reply, *fields]]
     return reply, [[b"XADD", key, reply, *fields]]
