@@ -127,9 +127,10 @@ def build_config(config_file: str | None, directives: list[Directive]) -> Config
     return config
 
 
-def build_server(config_file: str | None, directives: list[Directive]) -> Server:
+def build_server(args: list[str]) -> Server:
+    """The server the command line describes; exits like redis-server on a bad config."""
     try:
-        config = build_config(config_file, directives)
+        config = build_config(*parse_args(args))
     except FatalConfigError as exc:
         sys.stderr.write(
             f"\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n"
@@ -144,10 +145,20 @@ def build_server(config_file: str | None, directives: list[Directive]) -> Server
     return server
 
 
+class _RedisFormatter(logging.Formatter):
+    """Redis's log line: `pid:M 22 Nov 2026 01:13:40.123 * message`, level as . - * #."""
+
+    SYMBOLS = {logging.DEBUG: ".", logging.INFO: "*", logging.WARNING: "#", logging.ERROR: "#", logging.CRITICAL: "#"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.symbol = self.SYMBOLS.get(record.levelno, "*")
+        return super().format(record)
+
+
 def setup_logging(config: Config) -> None:
     handler: logging.Handler
     handler = logging.FileHandler(config["logfile"]) if config["logfile"] else logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter(f"{os.getpid()}:M %(asctime)s.%(msecs)03d %(levelname)s %(message)s", "%d %b %Y %H:%M:%S"))
+    handler.setFormatter(_RedisFormatter(f"{os.getpid()}:M %(asctime)s.%(msecs)03d %(symbol)s %(message)s", "%d %b %Y %H:%M:%S"))
     log.handlers[:] = [handler]
     log.setLevel(_LEVELS[config["loglevel"]])
     config.listeners.append(lambda name, value: name == "loglevel" and log.setLevel(_LEVELS[value]))
@@ -207,7 +218,7 @@ def _cron(server: Server) -> None:
 def main(argv: list[str] | None = None) -> None:
     from . import commands  # noqa: F401  (registers the command table)
 
-    server = build_server(*parse_args(sys.argv[1:] if argv is None else argv))
+    server = build_server(sys.argv[1:] if argv is None else argv)
     setup_logging(server.config)
     gc.freeze()
     try:
@@ -215,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
 
         uvloop.run(serve(server))
     except OSError as exc:
-        log.error("Could not create server TCP listening socket: %s", exc)
+        log.error("Could not create server TCP listening socket *:%d: %s", server.config["port"], exc.strerror or exc)
+        log.error("Failed listening on port %d (tcp), aborting.", server.config["port"])
         sys.exit(1)
 
 
