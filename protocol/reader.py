@@ -10,6 +10,7 @@ a huge declared length is refused at once rather than buffered for ever.
 
 from __future__ import annotations
 
+import re
 from itertools import chain
 
 import hiredis
@@ -19,6 +20,11 @@ from .errors import ProtocolError
 INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE
 INT_MAX = 2**31 - 1
 _STAR = 42  # b"*"
+# '*' and nine digits: a count hiredis would allocate as one list before any
+# element arrives (8 bytes a slot; freeing 3e9 slots stalls the server for
+# seconds). Such counts are refused before hiredis sees them.
+_HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
+_COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
 
 def command_length(argv: list[bytes]) -> int:
@@ -160,7 +166,7 @@ class RequestReader:
     -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "max_bulk_len", "max_query_buffer")
+    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "max_bulk_len", "max_query_buffer")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
@@ -168,19 +174,63 @@ class RequestReader:
         self._fresh = True
         self._carry = 0
         self._check: _HeaderCheck | None = None
+        self._held = b""  # a trailing '*' + digits kept for the next read
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
 
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         commands: list[list[bytes]] = []
+        if self._held:
+            data = self._held + data
+            self._held = b""
+        tail = _COUNT_TAIL.search(data, max(0, len(data) - 9))
+        if tail is not None:
+            # '*' and digits at the very end: the count may go on in the next
+            # read, and hiredis must not see a huge one, so wait for the rest.
+            self._held = data[tail.start() :]
+            data = data[: tail.start()]
+            if not data:
+                return commands, None
         try:
-            if self._fresh and (self._inline or data[:1] != b"*"):
-                self._feed_inline(data, commands)
+            if _HUGE_COUNT.search(data) is None:
+                self._feed_part(data, commands)
             else:
-                self._feed_multibulk(data, 0, commands)
+                self._feed_guarded(data, commands)
         except ProtocolError as exc:
             return commands, f"ERR Protocol error: {exc}"
         return commands, None
+
+    def _feed_part(self, data: bytes, commands: list) -> None:
+        if self._fresh and (self._inline or data[:1] != b"*"):
+            self._feed_inline(data, commands)
+        else:
+            self._feed_multibulk(data, 0, commands)
+
+    def _feed_guarded(self, data: bytes, commands: list) -> None:
+        """Rare path: data holds '*' and 9+ digits somewhere (a payload, or a huge count).
+
+        Feed up to each such place and look at the parser's state there: at a
+        command start it is a multibulk count of 100M+ arguments, where an
+        element is expected it is a nested array (Redis: "expected '$'"); in a
+        payload or an inline line it is just data.
+        """
+        start = 0
+        for match in _HUGE_COUNT.finditer(data):
+            at = match.start()
+            if at < start:
+                continue
+            if at > start:
+                self._feed_part(data[start:at], commands)
+                start = at
+            if (self._fresh and not self._inline) or (not self._fresh and self._carry == 0 and self._check is None):
+                if data.find(b"\r\n", at) < 0 and len(data) - at > INLINE_MAX:
+                    raise ProtocolError("too big mbulk count string")
+                raise ProtocolError("invalid multibulk length")
+            check = self._check
+            if check is not None and check.args and not check.skip and not check.line:
+                raise ProtocolError("expected '$', got '*'")
+        if start < len(data):
+            self._feed_part(data[start:], commands)
 
     def _feed_inline(self, data: bytes, commands: list) -> None:
         """Inline lines (`PING\\r\\n`, bare CRLFs) until a line that starts a multibulk."""
@@ -193,7 +243,9 @@ class RequestReader:
                 self._feed_multibulk(data, pos, commands)
                 return
             nl = data.find(b"\n", pos)
-            if nl < 0:
+            if nl < 0 or data.find(b"\x00", pos, nl) >= 0:
+                # Redis looks for the newline with strchr, which stops at a NUL:
+                # such a line never ends, until it is too big.
                 if end - pos > INLINE_MAX:
                     raise ProtocolError("too big inline request")
                 self._inline = data[pos:]
@@ -285,6 +337,10 @@ class RequestReader:
         self._reader = hiredis.Reader()
         self._fresh, self._carry, self._check = True, 0, None
         if at < len(data) and data[at] == _STAR:
+            nl = data.find(b"\r\n", at)
+            if nl > 0 and data[at + 1 : at + 2] == b"-" and data[at + 2 : nl].isdigit():
+                self._feed_inline(data[nl + 2 :], commands)  # '*-5': Redis ignores counts below 1
+                return
             _HeaderCheck(self.max_bulk_len).feed(data, at)
             raise ProtocolError("invalid multibulk length")
         self._feed_inline(data[at:], commands)

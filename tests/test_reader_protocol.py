@@ -1,0 +1,202 @@
+"""RequestReader unit tests: inline quoting, mixed pipelines, bare CRLFs, every
+split point, huge declared lengths and malformed frames with Redis's exact
+"Protocol error" texts (checked against redis-server by tests/test_protocol_server.py)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import hiredis
+import pytest
+
+from protocol.errors import ProtocolError
+from protocol.reader import INLINE_MAX, RequestReader, split_args
+
+
+def pack(*args) -> bytes:
+    return hiredis.pack_command(tuple(a if isinstance(a, bytes) else str(a).encode() for a in args))
+
+
+def feed_all(*chunks: bytes, **limits) -> tuple[list, str | None]:
+    reader = RequestReader(**limits)
+    commands: list = []
+    for chunk in chunks:
+        got, error = reader.feed(chunk)
+        commands += got
+        if error:
+            return commands, error
+    return commands, None
+
+
+# -- inline commands ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "args"),
+    [
+        (b"PING", [b"PING"]),
+        (b"  SET  k   v  ", [b"SET", b"k", b"v"]),
+        (b"SET k \"a b\"", [b"SET", b"k", b"a b"]),
+        (b"ECHO 'it''", None),
+        (b"ECHO 'a\\'b'", [b"ECHO", b"a'b"]),
+        (b'ECHO "\\x41\\x4a\\n\\r\\t\\b\\a\\"\\\\"', [b"ECHO", b'AJ\n\r\t\b\a"\\']),
+        (b'ECHO "\\xZZ"', [b"ECHO", b"xZZ"]),
+        (b'ECHO ""', [b"ECHO", b""]),
+        (b"ECHO ''", [b"ECHO", b""]),
+        (b'ECHO "a"b', None),
+        (b"ECHO 'a'b", None),
+        (b'ECHO "abc', None),
+        (b"ECHO 'abc", None),
+        (b"a\tb\x0bc", [b"a", b"b", b"c"]),
+        (b"", []),
+    ],
+)
+def test_split_args(line, args):
+    if args is None:
+        with pytest.raises(ProtocolError, match="unbalanced quotes in request"):
+            split_args(line)
+    else:
+        assert split_args(line) == args
+
+
+def test_inline_lines_and_bare_crlfs():
+    assert feed_all(b"PING\r\n\r\n\n  \r\nECHO hi\nSET a 'b c'\r\n") == ([[b"PING"], [b"ECHO", b"hi"], [b"SET", b"a", b"b c"]], None)
+
+
+def test_inline_unbalanced_quotes():
+    assert feed_all(b'PING\r\nSET k "v\r\nPING\r\n') == ([[b"PING"]], "ERR Protocol error: unbalanced quotes in request")
+
+
+def test_inline_too_big():
+    assert feed_all(b"x" * (INLINE_MAX + 1)) == ([], "ERR Protocol error: too big inline request")
+    # exactly the limit without a newline is still waited for
+    reader = RequestReader()
+    assert reader.feed(b"ECHO " + b"y" * (INLINE_MAX - 5)) == ([], None)
+    assert reader.feed(b"\r\n")[0] == [[b"ECHO", b"y" * (INLINE_MAX - 5)]]
+    # a line grown over several reads
+    reader = RequestReader()
+    for _ in range(INLINE_MAX // 1000):
+        assert reader.feed(b"z" * 1000) == ([], None)
+    assert reader.feed(b"z" * 1000) == ([], "ERR Protocol error: too big inline request")
+
+
+def test_inline_nul_never_ends_a_line():
+    """Redis finds the newline with strchr, so a NUL hides it (the line waits until too big)."""
+    reader = RequestReader()
+    assert reader.feed(b"PING\r\nGARBAGE\x00\xff\r\n") == ([[b"PING"]], None)
+    assert reader.feed(b"PING\r\n") == ([], None)
+    assert reader.feed(b"p" * INLINE_MAX) == ([], "ERR Protocol error: too big inline request")
+
+
+# -- multibulk ------------------------------------------------------------------------------
+
+
+def test_mixed_inline_and_multibulk_pipeline():
+    stream = pack("SET", "k", "v") + b"PING\r\n" + pack("GET", "k") + b"\r\n" + b"ECHO x\r\n" + pack("ECHO", "a\r\nb")
+    want = [[b"SET", b"k", b"v"], [b"PING"], [b"GET", b"k"], [b"ECHO", b"x"], [b"ECHO", b"a\r\nb"]]
+    assert feed_all(stream) == (want, None)
+    for cut in range(1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:]) == (want, None), cut
+    assert feed_all(*[stream[i : i + 1] for i in range(len(stream))]) == (want, None)
+
+
+def test_binary_and_empty_arguments():
+    payload = bytes(range(256)) * 3
+    assert feed_all(pack("SET", b"\x00k\r\n", payload)) == ([[b"SET", b"\x00k\r\n", payload]], None)
+    assert feed_all(pack("ECHO", b"")) == ([[b"ECHO", b""]], None)
+
+
+def test_empty_and_negative_counts_are_skipped():
+    assert feed_all(b"*0\r\n*-1\r\n" + pack("PING")) == ([[b"PING"]], None)
+    assert feed_all(b"*-5\r\n" + pack("PING")) == ([[b"PING"]], None)
+
+
+def test_incomplete_commands_wait():
+    reader = RequestReader()
+    assert reader.feed(b"*2\r\n$4\r\nECHO\r\n$5\r\nhel") == ([], None)
+    assert reader.feed(b"lo\r") == ([], None)
+    assert reader.feed(b"\n") == ([[b"ECHO", b"hello"]], None)
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b"*abc\r\n", "invalid multibulk length"),
+        (b"*1x\r\n", "invalid multibulk length"),
+        (b"*\r\n", "invalid multibulk length"),
+        (b"*01\r\n$4\r\nPING\r\n", "invalid multibulk length"),
+        (b"*3000000000\r\n", "invalid multibulk length"),
+        (b"*2147483648\r\n", "invalid multibulk length"),
+        (b"*1\r\n$-1\r\n", "invalid bulk length"),
+        (b"*1\r\n$abc\r\n", "invalid bulk length"),
+        (b"*2\r\n$4\r\nECHO\r\n$-5\r\n", "invalid bulk length"),
+        (b"*1\r\n$600000000\r\n", "invalid bulk length"),
+        (b"*1\r\n*1\r\n$1\r\na\r\n", "expected '$', got '*'"),
+        (b"*1\r\n*3000000000\r\n", "expected '$', got '*'"),
+        (b"*1\r\n:1\r\n", "expected '$', got ':'"),
+        (b"*" + b"1" * (INLINE_MAX + 10), "too big mbulk count string"),
+        (b"*1\r\n$" + b"1" * (INLINE_MAX + 10), "too big bulk count string"),
+    ],
+)
+def test_protocol_errors(data, error):
+    commands, got = feed_all(pack("PING") + data)
+    assert commands == [[b"PING"]]  # what came before still runs
+    assert got == f"ERR Protocol error: {error}"
+
+
+def _peak_allocation(steps) -> int:
+    tracemalloc.start()
+    try:
+        steps()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 5, 8, 10])
+def test_huge_count_never_reaches_hiredis(cut):
+    """hiredis allocates a list as long as the count: 3e9 slots are 24GB to free."""
+    header = b"*3000000000\r\n"
+
+    def steps():
+        commands, error = feed_all(pack("PING") + header[:cut], header[cut:])
+        assert (commands, error) == ([[b"PING"]], "ERR Protocol error: invalid multibulk length")
+
+    assert _peak_allocation(steps) < 10 * 1024 * 1024
+
+
+def test_huge_count_inside_a_payload_is_data():
+    value = b"*3000000000\r\n*1\r\n*9999999999"
+    assert feed_all(pack("SET", "k", value) + pack("PING")) == ([[b"SET", b"k", value], [b"PING"]], None)
+    stream = pack("SET", "k", value) + b"ECHO *1234567890\r\n"
+    want = [[b"SET", b"k", value], [b"ECHO", b"*1234567890"]]
+    for cut in range(1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:]) == (want, None), cut
+
+
+def test_bulk_length_limit_is_configurable():
+    """Socket reads are far smaller than the 1MB minimum limit, so the header is seen first."""
+    limit = 1024 * 1024
+    for size, error in ((limit, None), (limit + 1, "ERR Protocol error: invalid bulk length")):
+        command = pack("SET", "k", b"v" * size)
+        chunks = [command[i : i + 65536] for i in range(0, len(command), 65536)]
+        commands, got = feed_all(*chunks, max_bulk_len=limit)
+        assert got == error
+        assert commands == ([] if error else [[b"SET", b"k", b"v" * size]])
+
+
+def test_query_buffer_limit():
+    reader = RequestReader(max_query_buffer=1024 * 1024)
+    assert reader.feed(b"*2\r\n$3\r\nSET\r\n$2000000\r\n") == ([], None)
+    error = None
+    for _ in range(20):
+        _, error = reader.feed(b"x" * 100_000)
+        if error:
+            break
+    assert error == "ERR Protocol error: query buffer limit reached"
+
+
+def test_many_tiny_commands_in_one_buffer():
+    stream = pack("PING") * 50_000 + b"PING\r\n" * 50_000
+    commands, error = feed_all(stream)
+    assert error is None and len(commands) == 100_000 and commands[-1] == [b"PING"]
