@@ -152,12 +152,17 @@ def encoded_size(commands: list) -> int:
     return sum(command_length(argv) for argv in commands)
 
 
+class QueryBufferLimit(ProtocolError):
+    """A pending command outgrew client-query-buffer-limit: Redis closes without a reply."""
+
+
 class RequestReader:
     """Turns a connection's byte stream into argv lists.
 
     `feed` returns the complete commands in the bytes read so far and, when the
     stream turns malformed, the Redis error text to answer before closing (the
-    commands before the bad one still run, as in Redis).
+    commands before the bad one still run, as in Redis); an empty text means
+    close without a reply (client-query-buffer-limit).
 
     hiredis does not say whether it stopped inside a command (its `has_data()`
     is false after a complete element), so the reader keeps that fact itself:
@@ -196,6 +201,8 @@ class RequestReader:
                 self._feed_part(data, commands)
             else:
                 self._feed_guarded(data, commands)
+        except QueryBufferLimit:
+            return commands, ""
         except ProtocolError as exc:
             return commands, f"ERR Protocol error: {exc}"
         return commands, None
@@ -204,7 +211,9 @@ class RequestReader:
         if self._fresh and (self._inline or data[:1] != b"*"):
             self._feed_inline(data, commands)
         else:
-            self._feed_multibulk(data, 0, commands)
+            resume = self._feed_multibulk(data, 0, commands)
+            if resume is not None:
+                self._feed_inline(data, commands, resume)
 
     def _feed_guarded(self, data: bytes, commands: list) -> None:
         """Rare path: data holds '*' and 9+ digits somewhere (a payload, or a huge count).
@@ -232,16 +241,23 @@ class RequestReader:
         if start < len(data):
             self._feed_part(data[start:], commands)
 
-    def _feed_inline(self, data: bytes, commands: list) -> None:
-        """Inline lines (`PING\\r\\n`, bare CRLFs) until a line that starts a multibulk."""
+    def _feed_inline(self, data: bytes, commands: list, pos: int = 0) -> None:
+        """Inline lines (`PING\\r\\n`, bare CRLFs) and the multibulk runs between them.
+
+        A loop, not recursion: a pipeline may alternate forms thousands of times.
+        """
         if self._inline:
-            data = self._inline + data
+            data = self._inline + data[pos:]
             self._inline = b""
-        pos, end = 0, len(data)
+            pos = 0
+        end = len(data)
         while pos < end:
             if data[pos] == _STAR:
-                self._feed_multibulk(data, pos, commands)
-                return
+                resume = self._feed_multibulk(data, pos, commands)
+                if resume is None:
+                    return
+                pos = resume  # hiredis met an inline line (or '*-N') here
+                continue
             nl = data.find(b"\n", pos)
             if nl < 0 or data.find(b"\x00", pos, nl) >= 0:
                 # Redis looks for the newline with strchr, which stops at a NUL:
@@ -255,8 +271,12 @@ class RequestReader:
             if args:
                 commands.append(args)
 
-    def _feed_multibulk(self, data: bytes, pos: int, commands: list) -> None:
-        """Feed data[pos:] to hiredis and collect the commands it completes."""
+    def _feed_multibulk(self, data: bytes, pos: int, commands: list) -> int | None:
+        """Feed data[pos:] to hiredis and collect the commands it completes.
+
+        Returns None when all of data is consumed, or the offset where inline
+        parsing must go on (hiredis has been reset there).
+        """
         reader = self._reader
         reader.feed(data, pos)
         self._fresh = False
@@ -277,8 +297,7 @@ class RequestReader:
         except hiredis.ProtocolError:
             # Bytes that are no RESP type: an inline line where a command may
             # start, or garbage. Go on after the last complete command.
-            self._restart(data, pos, commands, first, skipped)
-            return
+            return self._restart(data, pos, commands, first, skipped)
         done = len(commands) > first
         if done:
             # Requests are arrays of bulk strings only: one C-level join checks
@@ -289,8 +308,7 @@ class RequestReader:
                 else:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
             except TypeError:
-                self._reject(data, pos, commands, first, skipped)
-                return
+                return self._reject(data, pos, commands, first, skipped)
         if last_skipped:  # rare: no argument to check the end against, so count exactly
             at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data) and not reader.has_data()
         elif not done or reader.has_data() or data[-2:] != b"\r\n":
@@ -306,6 +324,7 @@ class RequestReader:
             self._carry, self._check = 0, None
         else:
             self._pending(data, pos, commands, first, skipped, done or skipped)
+        return None
 
     def _pending(self, data: bytes, pos: int, commands: list, first: int, skipped: int, completed: int) -> None:
         """A command is incomplete after this read: track its size and check its headers."""
@@ -323,7 +342,7 @@ class RequestReader:
         else:
             return  # its start is unknown: hiredis alone parses it
         if self._carry > self.max_query_buffer:
-            raise ProtocolError("query buffer limit reached")
+            raise QueryBufferLimit("query buffer limit reached")
         self._check.feed(data, start)
 
     def _boundary(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
@@ -331,29 +350,27 @@ class RequestReader:
         carry = max(self._carry, 0)
         return min(pos + encoded_size(commands[first:]) + skipped - carry, len(data))
 
-    def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> None:
-        """Drop hiredis's state and parse on from the end of the last complete command."""
+    def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
+        """Drop hiredis's state; the offset (end of the last complete command) to parse on from."""
         at = self._boundary(data, pos, commands, first, skipped)
         self._reader = hiredis.Reader()
         self._fresh, self._carry, self._check = True, 0, None
         if at < len(data) and data[at] == _STAR:
             nl = data.find(b"\r\n", at)
             if nl > 0 and data[at + 1 : at + 2] == b"-" and data[at + 2 : nl].isdigit():
-                self._feed_inline(data[nl + 2 :], commands)  # '*-5': Redis ignores counts below 1
-                return
+                return nl + 2  # '*-5': Redis ignores counts below 1
             _HeaderCheck(self.max_bulk_len).feed(data, at)
             raise ProtocolError("invalid multibulk length")
-        self._feed_inline(data[at:], commands)
+        return at
 
-    def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> None:
+    def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
         """A parsed item is not an array of bulk strings: an inline restart, or Redis's error."""
         for index in range(first, len(commands)):
             argv = commands[index]
             if type(argv) is not list:
                 # A top-level non-array is where Redis would have read an inline line.
                 del commands[index:]
-                self._restart(data, pos, commands, first, skipped)
-                return
+                return self._restart(data, pos, commands, first, skipped)
             if not all(type(a) is bytes for a in argv):
                 del commands[index:]
                 self._reader = hiredis.Reader()

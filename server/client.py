@@ -126,7 +126,11 @@ class Client(asyncio.Protocol):
         remaining = iter(commands)
         for argv in remaining:
             if type(argv) is str:
-                out.append(b"-%s\r\n" % argv.encode())
+                if argv:
+                    out.append(b"-%s\r\n" % argv.encode())
+                else:  # client-query-buffer-limit: Redis closes without a word
+                    stats = server.stats
+                    stats["client_query_buffer_limit_disconnections"] = stats.get("client_query_buffer_limit_disconnections", 0) + 1
                 self.close_after_reply = True
                 break
             reply = execute(self, argv)
