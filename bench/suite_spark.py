@@ -1,0 +1,103 @@
+"""Spark (issue 5): batch read of a 1,000,000-entry stream through the `millrace` data source.
+
+Both servers are loaded with the same 1,000,000 entries (`sensor-id 1234
+temperature 10.5`, pipelined XADD). One local Spark session (`local[2]`, the
+JVM started before any timing) then reads the whole stream with
+`numPartitions=2` into Spark's `noop` sink, which materialises every row
+(all five columns) and keeps nothing. The figure is entries per second of
+that read; best of `env.rounds` interleaved rounds, Redis and Millrace back
+to back (only one server is under load at a time). Target: Millrace >= 0.5x
+Redis. The client side (redis-py + hiredis + Arrow in Spark's Python
+workers) is the same for both servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+from .harness import ROOT, Env, Row, Server, Target, load_pipelined, pack
+
+SUITE = "spark"
+FIELDS = ("sensor-id", "1234", "temperature", "10.5")
+KEY = "bench:spark"
+NAME = "batch read, 2 partitions"
+
+
+def run(env: Env) -> list[Row]:
+    entries = env.pick(1_000_000, 50_000)
+    name = f"{NAME} ({entries // 1000}k entries)"
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        return [Row(SUITE, name, "entries/s", skipped="n/a (pyspark not installed)", note=str(exc))]
+    if not env.millrace_supports(("XADD",), ("XRANGE",), ("XINFO", "STREAM", "k")):
+        return env.unsupported(SUITE, [(name, "entries/s")], "XADD, XRANGE, XINFO STREAM")
+
+    row = Row(SUITE, name, "entries/s", target=Target("ratio_min", 0.5))
+    with contextlib.ExitStack() as stack:
+        servers = {kind: stack.enter_context(env.server(kind)) for kind in env.kinds("redis", "millrace")}
+        for kind, server in servers.items():
+            env.log(f"loading {entries} entries into {kind}")
+            load_pipelined(server, (pack("XADD", KEY, "*", *FIELDS) for _ in range(entries)))
+        spark = stack.enter_context(_spark_session())
+        best: dict[str, float] = {}
+        rounds: dict[str, list[float]] = {kind: [] for kind in servers}
+        for index in range(env.rounds):
+            for kind, server in servers.items():
+                seconds = read_seconds(spark, server, entries)
+                rounds[kind].append(round(entries / seconds))
+                best[kind] = max(best.get(kind, 0.0), entries / seconds)
+                env.log(f"round {index + 1}: {kind} {entries / seconds:,.0f} entries/s ({seconds:.2f} s)")
+        row.redis = best.get("redis")
+        row.millrace = best.get("millrace")
+        row.extra = {"rounds": rounds, "entries": entries}
+        row.note = f"best of {env.rounds}; local[2], numPartitions=2, readCount=1000, noop sink"
+    return [row]
+
+
+def read_seconds(spark, server: Server, entries: int) -> float:
+    """Time one full batch read of the stream; check it saw every entry."""
+    reader = (
+        spark.read.format("millrace")
+        .option("url", f"redis://127.0.0.1:{server.port}")
+        .option("streams", KEY)
+        .option("numPartitions", 2)
+    )
+    df = reader.load()
+    started = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    seconds = time.perf_counter() - started
+    count = reader.load().selectExpr("count(*)").first()[0]
+    if count != entries:
+        raise RuntimeError(f"{server.kind}: the read saw {count} entries, expected {entries}")
+    return seconds
+
+
+@contextlib.contextmanager
+def _spark_session():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("millrace-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    from pipeline import register
+
+    register(spark)
+    # warm up the Python workers and the data source outside the timing
+    spark.range(2).repartition(2).rdd.map(lambda x: x).count()
+    try:
+        yield spark
+    finally:
+        spark.stop()
