@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suites", nargs="*", metavar="suite", help=f"suites to run (default: all): {', '.join(suites)}")
     parser.add_argument("--quick", action="store_true", help="small sizes and short runs (a smoke test, not a measurement)")
     parser.add_argument("--json", default=str(HERE / "results.json"), help="where to write the machine-readable results (default: bench/results.json)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per throughput figure, best kept (default 3, 1 with --quick)")
     parser.add_argument("--millrace-root", type=Path, help="run Millrace from this checkout instead (to compare branches)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown suite(s) {', '.join(unknown)}; choose from {', '.join(suites)}")
     chosen = args.suites or suites
     env = Env(quick=args.quick, verbose=not args.quiet, millrace_root=args.millrace_root)
+    if args.rounds:
+        env.rounds = args.rounds
 
     started = time.monotonic()
     all_rows: list[Row] = []
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "quick": args.quick,
+        "rounds": env.rounds,
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": _cpus()},
         "suites": durations,
         "seconds": round(total, 1),
