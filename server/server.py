@@ -148,7 +148,7 @@ class Server:
     # -- writes: effects, WATCH, blocked clients, propagation -------------
 
     def after_write(self, db: int, effects: Effects) -> None:
-        database = self.keyspace[db]
+        database = self.keyspace.dbs[db]
         if database.expired:
             # keys the command found expired propagate first (their DEL must precede its effects)
             self.propagate_expired(database)

@@ -324,3 +324,19 @@ def test_copy_stream_is_independent(r):
     assert r.copy("s", "s2") is True
     r.xadd("s", {"f": "w"}, id="2-1")
     assert r.xlen("s2") == 1 and r.xlen("s") == 2
+
+
+def test_object(r):
+    r.mset({"small": 123, "big": 12345, "text": "abc", "long": "x" * 45, "neg": -5})
+    assert r.object("encoding", "small") == b"int"
+    assert r.object("refcount", "small") == 2147483647  # Redis shares the integers 0..9999
+    assert r.object("refcount", "big") == 1
+    assert r.object("encoding", "text") == b"embstr"
+    assert r.object("encoding", "long") == b"raw"
+    assert r.object("encoding", "neg") == b"int"
+    assert r.object("encoding", "nope") is None
+    assert r.object("idletime", "text") == 0
+    assert error_of(r, "OBJECT", "FREQ", "text").startswith("An LFU maxmemory policy is not selected")
+    assert error_of(r, "OBJECT", "FOO", "x") == "unknown subcommand 'FOO'. Try OBJECT HELP."
+    assert r.execute_command("OBJECT", "HELP")[0] in (b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                                                      "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")

@@ -12,7 +12,7 @@ from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError
 from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
-from ..command import command
+from ..command import command, container
 from .args import LLONG_MAX, LLONG_MIN, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
@@ -427,3 +427,99 @@ def copy_(ctx, argv):
     if existing is not None:
         effect.append(b"REPLACE")
     return 1, [effect]
+
+
+# -- OBJECT -------------------------------------------------------------------
+
+container("object", group="generic", summary="A container for object introspection commands.", since="2.2.3")
+
+OBJECT_HELP = [
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+]
+OBJ_SHARED_INTEGERS = 10000
+OBJ_SHARED_REFCOUNT = 2147483647
+
+
+def _integer_encoded(value: bytes) -> bool:
+    """Would Redis store this string as an integer (tryObjectEncoding: at most 20 bytes, string2l)?"""
+    if len(value) > 20:
+        return False
+    try:
+        to_int(value)
+    except ReplyError:
+        return False
+    return True
+
+
+def _object_value(ctx, key: bytes):
+    return ctx.db.lookup(key, ctx.server.now)
+
+
+@command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
+         summary="Returns the internal encoding of a Redis object.")
+def object_encoding(ctx, argv):
+    """Strings are int / embstr (up to 44 bytes) / raw by their content; streams are stream."""
+    value = _object_value(ctx, argv[2])
+    if value is None:
+        return None
+    if type(value) is not bytes:
+        return type_name(value).encode()
+    if _integer_encoded(value):
+        return b"int"
+    return b"embstr" if len(value) <= 44 else b"raw"
+
+
+@command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
+         summary="Returns the reference count of a value of a key.")
+def object_refcount(ctx, argv):
+    """1, or Redis's shared-object count for the small integers it shares (0..9999)."""
+    value = _object_value(ctx, argv[2])
+    if value is None:
+        return None
+    shared = type(value) is bytes and _integer_encoded(value) and 0 <= int(value) < OBJ_SHARED_INTEGERS
+    policy = ctx.server.config["maxmemory-policy"]
+    return OBJ_SHARED_REFCOUNT if shared and "lru" not in policy and "lfu" not in policy else 1
+
+
+@command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
+         summary="Returns the time since the last access to a Redis object.")
+def object_idletime(ctx, argv):
+    """Access times are not tracked (that would cost every GET): always 0."""
+    value = _object_value(ctx, argv[2])
+    if value is None:
+        return None
+    if "lfu" in ctx.server.config["maxmemory-policy"]:
+        raise ReplyError("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
+                         "switching between policies at runtime LRU and LFU data will take some time to adjust.")
+    return 0
+
+
+@command("object|freq", 3, "readonly", keys=(2, 2, 1), group="generic", since="4.0.0",
+         summary="Returns the logarithmic access frequency counter of a Redis object.")
+def object_freq(ctx, argv):
+    value = _object_value(ctx, argv[2])
+    if value is None:
+        return None
+    if "lfu" not in ctx.server.config["maxmemory-policy"]:
+        raise ReplyError("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that "
+                         "when switching between policies at runtime LRU and LFU data will take some time to adjust.")
+    return 0
+
+
+@command("object|help", 2, "loading stale", group="generic", since="6.2.0", summary="Returns helpful text about the different subcommands.")
+def object_help(ctx, argv):
+    return [Simple(line.encode()) for line in OBJECT_HELP]
