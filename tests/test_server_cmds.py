@@ -398,3 +398,24 @@ def test_shutdown_via_redis_py():
         assert proc.proc.wait(10) == 0
     finally:
         proc.stop()
+
+
+def test_command_docs_arguments_from_syntax(server):
+    conn = RawConn(server.port)
+    (name, docs) = conn.call("COMMAND", "DOCS", "config|set")
+    assert name == b"config|set"
+    fields = dict(zip(docs[::2], docs[1::2], strict=True))
+    (block,) = fields[b"arguments"]
+    assert block == [
+        b"name", b"parameter_value", b"type", b"block", b"flags", [b"multiple"],
+        b"arguments", [
+            [b"name", b"parameter", b"type", b"string", b"display_text", b"parameter"],
+            [b"name", b"value", b"type", b"string", b"display_text", b"value"],
+        ],
+    ]  # fmt: skip
+    (_, ping) = conn.call("COMMAND", "DOCS", "ping")
+    fields = dict(zip(ping[::2], ping[1::2], strict=True))
+    assert fields[b"arguments"] == [[b"name", b"message", b"type", b"string", b"display_text", b"message", b"flags", [b"optional"]]]
+    (_, count) = conn.call("COMMAND", "DOCS", "command|count")
+    assert b"arguments" not in count
+    conn.close()

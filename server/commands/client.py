@@ -115,7 +115,7 @@ def client_info_cmd(ctx, argv):
 
 @command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0")
 def client_list(ctx, argv):
-    """CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]"""
+    """CLIENT LIST [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [ID client-id [client-id ...]]"""
     clients = ctx.server.clients
     if len(argv) == 2:
         chosen = list(clients.values())
@@ -139,7 +139,10 @@ def client_list(ctx, argv):
 
 @command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0")
 def client_kill(ctx, argv):
-    """CLIENT KILL addr | CLIENT KILL [ID id] [TYPE t] [USER u] [ADDR a] [LADDR a] [SKIPME yes|no] [MAXAGE s]"""
+    """CLIENT KILL [ID client-id] [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [USER username] [ADDR ip:port] [LADDR ip:port] [SKIPME YES|NO] [MAXAGE maxage]
+
+    The old form `CLIENT KILL ip:port` answers OK or "No such client".
+    """
     clients = ctx.server.clients
     if len(argv) == 3:
         addr = argv[2].decode(errors="replace")
@@ -207,12 +210,14 @@ def _kill(ctx, client) -> None:
 
 @command("client|no-evict", 3, "admin noscript loading stale", group="connection", summary="Sets the client eviction mode of the connection.", since="7.0.0")
 def client_no_evict(ctx, argv):
+    """CLIENT NO-EVICT ON|OFF"""
     ctx.flags_no_evict = _on_off(argv[2])
     return OK
 
 
 @command("client|no-touch", 3, "noscript loading stale", group="connection", summary="Controls whether commands sent by the client affect the LRU/LFU of accessed keys.", since="7.2.0")
 def client_no_touch(ctx, argv):
+    """CLIENT NO-TOUCH ON|OFF"""
     ctx.no_touch = _on_off(argv[2])
     return OK
 

@@ -12,6 +12,7 @@ import fnmatch
 from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import Map, Set, Simple
 
+from .. import syntax
 from ..command import COMMANDS, Command, command
 from .client import help_reply
 
@@ -136,7 +137,7 @@ def command_docs(cmd: Command) -> Map:
             b"complexity": cmd.complexity.encode(),
         }
     )
-    arguments = getattr(cmd.handler, "arguments", None)
+    arguments = syntax.arguments(cmd.handler, cmd.name)
     if arguments:
         docs[b"arguments"] = arguments
     if cmd.subcommands:
@@ -165,7 +166,7 @@ def command_count(ctx, argv):
 
 @command("command|info", -2, "loading stale", group="server", summary="Returns information about one, multiple or all commands.", since="2.8.13")
 def command_info_cmd(ctx, argv):
-    """COMMAND INFO [command-name ...]: null for unknown names; all without names."""
+    """COMMAND INFO [command-name [command-name ...]]: null for unknown names; all without names."""
     if len(argv) == 2:
         return [command_info(cmd) for cmd in COMMANDS.values()]
     result = []
@@ -177,7 +178,7 @@ def command_info_cmd(ctx, argv):
 
 @command("command|docs", -2, "loading stale", group="server", summary="Returns documentary information about one, multiple or all commands.", since="7.0.0")
 def command_docs_cmd(ctx, argv):
-    """COMMAND DOCS [command-name ...] -> map of name to docs; unknown names left out."""
+    """COMMAND DOCS [command-name [command-name ...]] -> map of name to docs; unknown names left out."""
     if len(argv) == 2:
         return Map({cmd.name.encode(): command_docs(cmd) for cmd in COMMANDS.values()})
     result = Map()
@@ -225,12 +226,14 @@ def _keys_for(argv: list[bytes]) -> tuple[Command, list[int]]:
 
 @command("command|getkeys", -3, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.", since="2.8.13")
 def command_getkeys(ctx, argv):
+    """COMMAND GETKEYS command [arg [arg ...]]"""
     _cmd, positions = _keys_for(argv)
     return [argv[2 + i] for i in positions]
 
 
 @command("command|getkeysandflags", -3, "loading stale", group="server", summary="Extracts the key names and access flags for an arbitrary command.", since="7.0.0")
 def command_getkeysandflags(ctx, argv):
+    """COMMAND GETKEYSANDFLAGS command [arg [arg ...]]"""
     cmd, positions = _keys_for(argv)
     flags = Set([Simple(f.encode()) for f in key_flags(cmd)])
     return [[argv[2 + i], flags] for i in positions]

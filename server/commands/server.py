@@ -235,7 +235,7 @@ def _local(ctx) -> bool:
 
 @command("debug", -2, "admin noscript loading stale protected", group="server", summary="A container for debugging commands.")
 def debug(ctx, argv):
-    """DEBUG subcommand ...: the introspection and test hooks that make sense here."""
+    """DEBUG subcommand [arg [arg ...]]: the introspection and test hooks that make sense here."""
     allowed = ctx.server.config["enable-debug-command"]
     if not ctx.loading and (allowed == "no" or (allowed == "local" and not _local(ctx))):
         raise ReplyError(DEBUG_NOT_ALLOWED)
