@@ -5,6 +5,8 @@ its keys, the server calls `attempt()` again once the command (or EXEC) has
 finished: it returns the reply (for write commands a `(reply, effects)` pair),
 None to keep waiting, or raises ReplyError to release the client with an
 error (a deleted stream under XREADGROUP, a destroyed group...).
+A write command that changed something before deciding to wait (XREADGROUP
+creates its consumer first) puts those changes' effects in `effects`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class Block:
     timeout_ms: int  # 0: for ever
     attempt: Callable[[], object]
     on_timeout: object = NULL_ARRAY
+    effects: list = field(default_factory=list)  # changes made before waiting (write commands)
     # set when the client is parked
     db: int = 0
     client: object = None

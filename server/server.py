@@ -249,6 +249,8 @@ class Server:
 
     def block(self, client, cmd: Command, block: Block):
         """Park client on block's keys, or answer at once where Redis never blocks."""
+        if block.effects:
+            self.after_write(client.db.id, block.effects)
         if client.multi is not None or client.in_exec or client.loading:
             result = block.attempt()
             if result is None:

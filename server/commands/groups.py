@@ -1,0 +1,764 @@
+"""Consumer group commands: XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS.
+
+Semantics and error texts follow Redis 7.4's t_stream.c; where newer Redis
+changed a rule (ENTRIESREAD clamped to entries-added) the newest wins.
+
+Effects (see ARCHITECTURE.md): every change is returned as commands that
+replay it exactly, with concrete IDs and absolute times:
+
+- a delivery or a claim: `XCLAIM key group consumer 0 id TIME t RETRYCOUNT n
+  FORCE JUSTID LASTID last` (the PEL entry, its owner, count and time);
+- a pending entry dropped because its stream entry is gone: `XACK key group id`;
+- the group's cursor: `XGROUP SETID key group last-id ENTRIESREAD n`;
+- a consumer's existence and times: `XGROUP CREATECONSUMER key group name
+  SEENTIME t ACTIVETIME t`. The two trailing options are Millrace's, accepted
+  only from loading/replica clients; they pin the times a replayed XCLAIM
+  would otherwise set to the replay's clock. They come last in each batch.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from protocol.errors import SYNTAX, ReplyError, wrong_arity
+from protocol.reply import NULL_ARRAY, OK, Map, Simple
+from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
+from storage.stream import Stream
+from storage.stream_id import INVALID_ID, MAX_ID, format_id, parse_id
+
+from ..blocking import Block
+from ..command import COMMANDS, command, container
+from .args import LLONG_MAX, to_int
+
+NO_KEY = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
+
+
+# -- argument helpers -------------------------------------------------------------
+
+
+def parse_strict_id(arg: bytes, missing_seq: int = 0) -> int:
+    """An explicit ID; `-` and `+` are not accepted (Redis's streamParseStrictIDOrReply)."""
+    if arg == b"-" or arg == b"+":
+        raise ReplyError(INVALID_ID)
+    return parse_id(arg, missing_seq)
+
+
+def parse_interval_start(arg: bytes) -> int:
+    """A range start: an ID, `-`, `+`, or `(id` meaning the ID after it."""
+    if len(arg) > 1 and arg[:1] == b"(":
+        entry_id = parse_strict_id(arg[1:], 0)
+        if entry_id == MAX_ID:
+            raise ReplyError("ERR invalid start ID for the interval")
+        return entry_id + 1
+    return parse_id(arg, 0)
+
+
+def parse_interval_end(arg: bytes) -> int:
+    if len(arg) > 1 and arg[:1] == b"(":
+        entry_id = parse_strict_id(arg[1:], (1 << 64) - 1)
+        if entry_id == 0:
+            raise ReplyError("ERR invalid end ID for the interval")
+        return entry_id - 1
+    return parse_id(arg, (1 << 64) - 1)
+
+
+def parse_timeout(arg: bytes, now: int) -> int:
+    """BLOCK milliseconds (0 = for ever), as Redis's getTimeoutFromObjectOrReply checks them."""
+    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise ReplyError("ERR timeout is negative")
+    if timeout > 0 and timeout > LLONG_MAX - now:
+        raise ReplyError("ERR timeout is out of range")
+    return timeout
+
+
+def _int_bytes(value: int) -> bytes:
+    return b"%d" % value
+
+
+def lookup_stream(ctx, key: bytes) -> Stream | None:
+    return ctx.db.lookup_type(key, ctx.server.now, Stream)
+
+
+def _nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
+    return ReplyError(f"NOGROUP No such key '{key.decode(errors='replace')}' or consumer group '{group.decode(errors='replace')}'{suffix}")
+
+
+def _no_such_group(group: bytes, key: bytes) -> ReplyError:
+    return ReplyError(f"NOGROUP No such consumer group '{group.decode(errors='replace')}' for key name '{key.decode(errors='replace')}'")
+
+
+def _subcommand_syntax(argv: list[bytes]) -> ReplyError:
+    return ReplyError(
+        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. "
+        f"Try {argv[0].decode(errors='replace').upper()} HELP."
+    )
+
+
+def _help(name: str, lines: list[str]) -> list[Simple]:
+    head = f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    return [Simple(line.encode()) for line in (head, *lines, "HELP", "    Prints this help.")]
+
+
+# -- effects ----------------------------------------------------------------------
+
+
+def xclaim_effect(key: bytes, group_name: bytes, group: ConsumerGroup, entry_id: int, pending) -> list[bytes]:
+    """The XCLAIM that recreates one PEL entry exactly: owner, delivery time and count."""
+    return [
+        b"XCLAIM", key, group_name, pending.consumer.name, b"0", format_id(entry_id),
+        b"TIME", _int_bytes(pending.delivery_time), b"RETRYCOUNT", _int_bytes(pending.delivery_count),
+        b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id),
+    ]  # fmt: skip
+
+
+def setid_effect(key: bytes, group_name: bytes, group: ConsumerGroup) -> list[bytes]:
+    return [b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", _int_bytes(group.entries_read)]
+
+
+def consumer_effect(key: bytes, group_name: bytes, consumer) -> list[bytes]:
+    """Create-if-missing plus both times: replays a consumer's state exactly."""
+    return [
+        b"XGROUP", b"CREATECONSUMER", key, group_name, consumer.name,
+        b"SEENTIME", _int_bytes(consumer.seen_time), b"ACTIVETIME", _int_bytes(consumer.active_time),
+    ]  # fmt: skip
+
+
+# -- XGROUP -----------------------------------------------------------------------
+
+container("xgroup", group="stream", summary="A container for consumer groups commands.", since="5.0.0")
+
+
+def _xgroup_prologue(ctx, argv: list[bytes], group_must_exist: bool):
+    """What Redis checks before any XGROUP subcommand: options, key type, key and group presence."""
+    sub = argv[1].lower()
+    mkstream = False
+    entries_read = INVALID_ENTRIES_READ
+    i = 5
+    while i < len(argv):
+        option = argv[i].upper()
+        if sub == b"create" and option == b"MKSTREAM":
+            mkstream = True
+            i += 1
+        elif sub in (b"create", b"setid") and option == b"ENTRIESREAD" and i + 1 < len(argv):
+            entries_read = to_int(argv[i + 1])
+            if entries_read < 0 and entries_read != INVALID_ENTRIES_READ:
+                raise ReplyError("ERR value for ENTRIESREAD must be positive or -1")
+            i += 2
+        else:
+            raise _subcommand_syntax(argv)
+    stream = lookup_stream(ctx, argv[2])
+    group = None
+    if not mkstream:
+        if stream is None:
+            raise ReplyError(NO_KEY)
+        group = stream.groups.get(argv[3])
+        if group is None and group_must_exist:
+            raise _no_such_group(argv[3], argv[2])
+    return stream, group, mkstream, entries_read
+
+
+@command("xgroup|create", -5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer group.", since="5.0.0")
+def xgroup_create(ctx, argv):
+    """XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n] -> OK"""
+    stream, _group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, False)
+    if not 5 <= len(argv) <= 8:
+        raise _subcommand_syntax(argv)
+    key, name = argv[2], argv[3]
+    if argv[4] == b"$":
+        last_id = stream.last_id if stream is not None else 0
+    else:
+        last_id = parse_strict_id(argv[4])
+    effect = [b"XGROUP", b"CREATE", key, name]
+    if stream is None:
+        stream = Stream()
+        ctx.db.set(key, stream)
+        created_key = True
+    else:
+        created_key = False
+        if name in stream.groups:
+            raise ReplyError("BUSYGROUP Consumer Group name already exists")
+    group = stream.groups[name] = ConsumerGroup(0)
+    group.set_id(last_id, entries_read, stream.entries_added)
+    effect += [format_id(group.last_id), b"ENTRIESREAD", _int_bytes(group.entries_read)]
+    if created_key:
+        effect.append(b"MKSTREAM")
+    return OK, [effect]
+
+
+@command("xgroup|setid", -5, "write", keys=(2, 2, 1), group="stream", summary="Sets the last-delivered ID of a consumer group.", since="5.0.0")
+def xgroup_setid(ctx, argv):
+    """XGROUP SETID key group id|$ [ENTRIESREAD n] -> OK"""
+    stream, group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, True)
+    if len(argv) not in (5, 7):
+        raise _subcommand_syntax(argv)
+    last_id = stream.last_id if argv[4] == b"$" else parse_id(argv[4], 0)
+    group.set_id(last_id, entries_read, stream.entries_added)
+    return OK, [setid_effect(argv[2], argv[3], group)]
+
+
+@command("xgroup|destroy", 4, "write", keys=(2, 2, 1), group="stream", summary="Destroys a consumer group.", since="5.0.0")
+def xgroup_destroy(ctx, argv):
+    """XGROUP DESTROY key group -> 1 if destroyed, 0 if there was no such group; blocked readers get NOGROUP."""
+    stream, group, _mkstream, _entries_read = _xgroup_prologue(ctx, argv, False)
+    if group is None:
+        return 0, []
+    del stream.groups[argv[3]]
+    return 1, [[b"XGROUP", b"DESTROY", argv[2], argv[3]]]
+
+
+@command("xgroup|createconsumer", -5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer in a consumer group.", since="6.2.0")
+def xgroup_createconsumer(ctx, argv):
+    """XGROUP CREATECONSUMER key group consumer -> 1 if created, 0 if it existed.
+
+    From loading/replica clients only, `SEENTIME t ACTIVETIME t` also set the
+    consumer's times (the effect that replays a consumer exactly).
+    """
+    pinned = None
+    if len(argv) != 5:
+        if not getattr(ctx, "loading", False) or len(argv) != 9:
+            raise wrong_arity("xgroup|createconsumer")
+        if argv[5].upper() != b"SEENTIME" or argv[7].upper() != b"ACTIVETIME":
+            raise ReplyError(SYNTAX)
+        pinned = (to_int(argv[6]), to_int(argv[8]))
+    _stream, group, _mkstream, _entries_read = _xgroup_prologue(ctx, argv[:5], True)
+    consumer, created = group.consumer(argv[4], ctx.server.now)
+    if pinned is not None:
+        consumer.seen_time, consumer.active_time = pinned
+    elif not created:
+        return 0, []
+    return int(created), [consumer_effect(argv[2], argv[3], consumer)]
+
+
+@command("xgroup|delconsumer", 5, "write", keys=(2, 2, 1), group="stream", summary="Deletes a consumer from a consumer group.", since="5.0.0")
+def xgroup_delconsumer(ctx, argv):
+    """XGROUP DELCONSUMER key group consumer -> the number of pending entries the consumer had."""
+    _stream, group, _mkstream, _entries_read = _xgroup_prologue(ctx, argv, True)
+    pending = group.delete_consumer(argv[4])
+    if pending is None:
+        return 0, []
+    return pending, [[b"XGROUP", b"DELCONSUMER", argv[2], argv[3], argv[4]]]
+
+
+XGROUP_HELP = [
+    "CREATE <key> <groupname> <id|$> [option]",
+    "    Create a new consumer group. Options are:",
+    "    * MKSTREAM",
+    "      Create the empty stream if it does not exist.",
+    "    * ENTRIESREAD entries_read",
+    "      Set the group's entries_read counter (internal use).",
+    "CREATECONSUMER <key> <groupname> <consumer>",
+    "    Create a new consumer in the specified group.",
+    "DELCONSUMER <key> <groupname> <consumer>",
+    "    Remove the specified consumer.",
+    "DESTROY <key> <groupname>",
+    "    Remove the specified group.",
+    "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+    "    Set the current group ID and entries_read counter.",
+]
+
+
+@command("xgroup|help", 2, "loading stale", group="stream", summary="Returns helpful text about the different subcommands.", since="5.0.0")
+def xgroup_help(ctx, argv):
+    return _help("XGROUP", XGROUP_HELP)
+
+
+# -- XREADGROUP -------------------------------------------------------------------
+
+
+def _streams_keys(argv: list[bytes]) -> list[int]:
+    """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
+    for index in range(1, len(argv)):
+        if argv[index].upper() == b"STREAMS":
+            first = index + 1
+            count = (len(argv) - first) // 2
+            return list(range(first, first + count))
+    return []
+
+
+class ReadGroupRequest:
+    """A parsed XREADGROUP: what to read, for whom, how much, how long to wait."""
+
+    __slots__ = ("group", "consumer", "count", "noack", "timeout", "keys", "ids")
+
+    def __init__(self, ctx, argv: list[bytes]) -> None:
+        argc = len(argv)
+        self.group = self.consumer = None
+        self.count = 0
+        self.noack = False
+        self.timeout: int | None = None
+        streams_arg = 0
+        i = 1
+        while i < argc:
+            option = argv[i].upper()
+            more = argc - i - 1
+            if option == b"BLOCK" and more:
+                i += 1
+                self.timeout = parse_timeout(argv[i], ctx.server.now)
+            elif option == b"COUNT" and more:
+                i += 1
+                self.count = max(to_int(argv[i]), 0)
+            elif option == b"STREAMS" and more:
+                streams_arg = i + 1
+                if (argc - streams_arg) % 2:
+                    raise ReplyError("ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified.")
+                break
+            elif option == b"GROUP" and more >= 2:
+                self.group, self.consumer = argv[i + 1], argv[i + 2]
+                i += 2
+            elif option == b"NOACK":
+                self.noack = True
+            else:
+                raise ReplyError(SYNTAX)
+            i += 1
+        if not streams_arg:
+            raise ReplyError(SYNTAX)
+        if self.group is None:
+            raise ReplyError("ERR Missing GROUP option for XREADGROUP")
+        half = (argc - streams_arg) // 2
+        self.keys = argv[streams_arg : streams_arg + half]
+        self.ids = argv[streams_arg + half :]
+
+    def resolve(self, ctx) -> list[tuple[bytes, Stream, ConsumerGroup, int | None]]:
+        """Each key's stream, group and start (None for `>`); raises where Redis would."""
+        resolved = []
+        for key, arg in zip(self.keys, self.ids, strict=True):
+            stream = lookup_stream(ctx, key)
+            group = stream.groups.get(self.group) if stream is not None else None
+            if group is None:
+                raise _nogroup(key, self.group, " in XREADGROUP with GROUP option")
+            if arg == b">":
+                start = None
+            elif arg == b"$" or arg == b"+":
+                symbol = arg.decode()
+                raise ReplyError(
+                    f"ERR The {symbol} ID is meaningless in the context of XREADGROUP: you want to read the history "
+                    f"of this consumer by specifying a proper ID, or use the > ID to get new messages. "
+                    f"The {symbol} ID would just return an empty result set."
+                )
+            else:
+                start = parse_strict_id(arg)
+            resolved.append((key, stream, group, start))
+        return resolved
+
+
+def _has_new(stream: Stream, group: ConsumerGroup) -> bool:
+    """Whether a live entry lies after the group's last delivered ID."""
+    last_id = group.last_id
+    return len(stream) > 0 and last_id < MAX_ID and bool(stream.range(last_id + 1, MAX_ID, 1))
+
+
+def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list:
+    """Serve what can be served now; every touched consumer is created/seen as Redis does."""
+    now = ctx.server.now
+    served = []
+    for key, stream, group, start in resolved:
+        consumer, _created = group.consumer(request.consumer, now)
+        consumer.seen_time = now
+        if start is not None:
+            served.append((key, _read_history(stream, group, consumer, start, request.count, now, key, request.group, effects)))
+        elif _has_new(stream, group):
+            served.append((key, _read_new(stream, group, consumer, request, now, key, effects)))
+        effects.append(consumer_effect(key, request.group, consumer))
+    return served
+
+
+def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroupRequest, now: int, key: bytes, effects: list) -> list:
+    """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK."""
+    entries = stream.range(group.last_id + 1, MAX_ID, request.count or None)
+    reply = []
+    group_name = request.group
+    noack = request.noack
+    for entry_id, fields in entries:
+        group.advance(stream, entry_id)
+        if not noack:
+            pending = group.add_pending(entry_id, consumer, now)
+            consumer.active_time = now
+            effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+        reply.append([format_id(entry_id), fields])
+    if entries:
+        effects.append(setid_effect(key, group_name, group))
+    return reply
+
+
+def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, count: int, now: int, key: bytes, group_name: bytes, effects: list) -> list:
+    """Re-deliver the consumer's own pending entries after `after`; deleted ones come back with nil bodies."""
+    start = after + 1 if after < MAX_ID else 0  # Redis's streamIncrID wraps the last ID to 0-0
+    reply = []
+    for entry_id in islice(consumer.pel.irange(minimum=start), count or None):
+        fields = stream.get(entry_id)
+        if fields is None:
+            reply.append([format_id(entry_id), NULL_ARRAY])
+            continue
+        pending = consumer.pel[entry_id]
+        pending.delivery_time = now
+        pending.delivery_count += 1
+        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+        reply.append([format_id(entry_id), fields])
+    return reply
+
+
+def _streams_reply(ctx, served: list) -> list | Map:
+    if ctx.resp == 3:
+        return Map(served)
+    return [[key, entries] for key, entries in served]
+
+
+@command(
+    "xreadgroup", -7, "write blocking", keys=_streams_keys, group="stream",
+    summary="Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
+    since="5.0.0", complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
+)  # fmt: skip
+def xreadgroup(ctx, argv):
+    """XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS key... id... -> entries per stream, or nil."""
+    request = ReadGroupRequest(ctx, argv)
+    resolved = request.resolve(ctx)
+    ready = any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved)
+    effects: list = []
+    if ready or request.timeout is None:
+        served = _read_group(ctx, request, resolved, effects)
+        return (_streams_reply(ctx, served) if served else NULL_ARRAY), effects
+    # Nothing to serve: the consumers are created/seen now, then the client waits.
+    now = ctx.server.now
+    for key, _stream, group, _start in resolved:
+        consumer, _created = group.consumer(request.consumer, now)
+        consumer.seen_time = now
+        effects.append(consumer_effect(key, request.group, consumer))
+
+    def attempt():
+        """Re-run as Redis 7.4 re-executes a woken XREADGROUP: errors release the client."""
+        again = request.resolve(ctx)
+        if not any(_has_new(stream, group) for _key, stream, group, _start in again):
+            return None
+        retry_effects: list = []
+        served = _read_group(ctx, request, again, retry_effects)
+        return _streams_reply(ctx, served), retry_effects
+
+    block = Block(list(request.keys), request.timeout, attempt, NULL_ARRAY)
+    block.effects = effects
+    return block
+
+
+# -- XACK -------------------------------------------------------------------------
+
+
+@command("xack", -4, "write fast", keys=(1, 1, 1), group="stream", summary="Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", since="5.0.0", complexity="O(1) for each message ID processed.")
+def xack(ctx, argv):
+    """XACK key group id [id ...] -> how many IDs were pending and are now acknowledged."""
+    stream = lookup_stream(ctx, argv[1])
+    group = stream.groups.get(argv[2]) if stream is not None else None
+    if group is None:
+        return 0, []
+    ids = [parse_strict_id(arg) for arg in argv[3:]]
+    acked = [entry_id for entry_id in ids if group.ack(entry_id)]
+    if not acked:
+        return 0, []
+    return len(acked), [[b"XACK", argv[1], argv[2], *map(format_id, acked)]]
+
+
+# -- XPENDING ---------------------------------------------------------------------
+
+
+@command("xpending", -3, "readonly", keys=(1, 1, 1), group="stream", summary="Returns the information and entries from a stream consumer group's pending entries list.", since="5.0.0", complexity="O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.")
+def xpending(ctx, argv):
+    """XPENDING key group [[IDLE min-idle] start end count [consumer]] -> summary, or the pending entries."""
+    argc = len(argv)
+    if argc != 3 and not 6 <= argc <= 9:
+        raise ReplyError(SYNTAX)
+    consumer_name = None
+    min_idle = 0
+    if argc >= 6:
+        first = 3
+        if argv[3].upper() == b"IDLE":
+            min_idle = to_int(argv[4])
+            if argc < 8:
+                raise ReplyError(SYNTAX)
+            first += 2
+        count = max(to_int(argv[first + 2]), 0)
+        start = parse_interval_start(argv[first])
+        end = parse_interval_end(argv[first + 1])
+        if first + 3 < argc:
+            consumer_name = argv[first + 3]
+    stream = lookup_stream(ctx, argv[1])
+    group = stream.groups.get(argv[2]) if stream is not None else None
+    if group is None:
+        raise _nogroup(argv[1], argv[2])
+    if argc == 3:
+        pel = group.pel
+        if not pel:
+            return [0, None, None, NULL_ARRAY]
+        owners = [
+            [name, _int_bytes(len(consumer.pel))] for name, consumer in sorted(group.consumers.items()) if consumer.pel
+        ]
+        return [len(pel), format_id(pel.keys()[0]), format_id(pel.keys()[-1]), owners]
+    consumer = None
+    if consumer_name is not None:
+        consumer = group.consumers.get(consumer_name)
+        if consumer is None:
+            return []
+    now = ctx.server.now
+    reply = []
+    if not count:
+        return reply
+    for entry_id, pending in group.pel_range(start, end, consumer):
+        idle = now - pending.delivery_time
+        if min_idle and idle < min_idle:
+            continue
+        reply.append([format_id(entry_id), pending.consumer.name, max(idle, 0), pending.delivery_count])
+        if len(reply) == count:
+            break
+    return reply
+
+
+# -- XCLAIM / XAUTOCLAIM ----------------------------------------------------------
+
+
+def _entry_reply(stream: Stream, entry_id: int, justid: bool):
+    if justid:
+        return format_id(entry_id)
+    return [format_id(entry_id), stream.get(entry_id)]
+
+
+@command("xclaim", -6, "write fast", keys=(1, 1, 1), group="stream", summary="Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", since="5.0.0", complexity="O(log N) with N being the number of messages in the PEL of the consumer group.")
+def xclaim(ctx, argv):
+    """XCLAIM key group consumer min-idle-time id... [IDLE ms] [TIME ms] [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]"""
+    key, group_name = argv[1], argv[2]
+    stream = lookup_stream(ctx, key)
+    group = stream.groups.get(group_name) if stream is not None else None
+    if group is None:
+        raise _nogroup(key, group_name)
+    min_idle = max(to_int(argv[4], "ERR Invalid min-idle-time argument for XCLAIM"), 0)
+    ids = []
+    j = 5
+    while j < len(argv):
+        try:
+            ids.append(parse_strict_id(argv[j]))
+        except ReplyError:
+            break
+        j += 1
+    now = ctx.server.now
+    retry_count = -1
+    delivery_time = -1
+    force = justid = False
+    last_id = 0
+    while j < len(argv):
+        option = argv[j].upper()
+        more = len(argv) - 1 - j
+        if option == b"FORCE":
+            force = True
+        elif option == b"JUSTID":
+            justid = True
+        elif option == b"IDLE" and more:
+            j += 1
+            delivery_time = now - to_int(argv[j], "ERR Invalid IDLE option argument for XCLAIM")
+        elif option == b"TIME" and more:
+            j += 1
+            delivery_time = to_int(argv[j], "ERR Invalid TIME option argument for XCLAIM")
+        elif option == b"RETRYCOUNT" and more:
+            j += 1
+            retry_count = to_int(argv[j], "ERR Invalid RETRYCOUNT option argument for XCLAIM")
+        elif option == b"LASTID" and more:
+            j += 1
+            last_id = parse_strict_id(argv[j])
+        else:
+            raise ReplyError(f"ERR Unrecognized XCLAIM option '{argv[j].decode(errors='replace')}'")
+        j += 1
+    effects: list = []
+    if last_id > group.last_id:
+        group.last_id = last_id
+        effects.append(setid_effect(key, group_name, group))
+    if delivery_time < 0 or delivery_time > now:
+        delivery_time = now
+    consumer, _created = group.consumer(argv[3], now)
+    consumer.seen_time = now
+    reply = []
+    pel = group.pel
+    for entry_id in ids:
+        pending = pel.get(entry_id)
+        if stream.get(entry_id) is None:
+            if pending is not None:  # the entry is gone: its PEL entry goes too
+                group.drop_pending(entry_id)
+                effects.append([b"XACK", key, group_name, format_id(entry_id)])
+            continue
+        if pending is None:
+            if not force:
+                continue
+            pending = pel[entry_id] = PendingEntry(None, now)
+        elif min_idle and now - pending.delivery_time < min_idle:
+            continue
+        group.transfer(entry_id, pending, consumer)
+        pending.delivery_time = delivery_time
+        if retry_count >= 0:
+            pending.delivery_count = retry_count
+        elif not justid:
+            pending.delivery_count += 1
+        reply.append(_entry_reply(stream, entry_id, justid))
+        consumer.active_time = now
+        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+    effects.append(consumer_effect(key, group_name, consumer))
+    return reply, effects
+
+
+@command("xautoclaim", -6, "write fast", keys=(1, 1, 1), group="stream", summary="Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", since="6.2.0", complexity="O(1) if COUNT is small.")
+def xautoclaim(ctx, argv):
+    """XAUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID] -> [cursor, claimed, deleted IDs]"""
+    key, group_name = argv[1], argv[2]
+    min_idle = max(to_int(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM"), 0)
+    start = parse_interval_start(argv[5])
+    count = 100
+    justid = False
+    j = 6
+    while j < len(argv):
+        option = argv[j].upper()
+        if option == b"COUNT" and len(argv) - 1 - j:
+            try:
+                count = to_int(argv[j + 1], "ERR COUNT must be > 0")
+            except ReplyError:
+                raise ReplyError("ERR COUNT must be > 0")
+            if not 1 <= count <= LLONG_MAX // 16:
+                raise ReplyError("ERR COUNT must be > 0")
+            j += 1
+        elif option == b"JUSTID":
+            justid = True
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    stream = lookup_stream(ctx, key)
+    group = stream.groups.get(group_name) if stream is not None else None
+    if group is None:
+        raise _nogroup(key, group_name)
+    now = ctx.server.now
+    consumer, _created = group.consumer(argv[3], now)
+    consumer.seen_time = now
+    attempts = count * 10
+    candidates = group.autoclaim_candidates(start, attempts + 1)
+    claimed = []
+    deleted = []
+    effects: list = []
+    examined = 0
+    for entry_id in candidates:
+        if not count or examined == attempts:
+            break
+        examined += 1
+        pending = group.pel[entry_id]
+        if stream.get(entry_id) is None:
+            group.drop_pending(entry_id)
+            effects.append([b"XACK", key, group_name, format_id(entry_id)])
+            deleted.append(format_id(entry_id))
+            count -= 1
+            continue
+        if min_idle and now - pending.delivery_time < min_idle:
+            continue
+        group.transfer(entry_id, pending, consumer)
+        pending.delivery_time = now
+        if not justid:
+            pending.delivery_count += 1
+        claimed.append(_entry_reply(stream, entry_id, justid))
+        count -= 1
+        consumer.active_time = now
+        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+    cursor = candidates[examined] if examined < len(candidates) else 0
+    effects.append(consumer_effect(key, group_name, consumer))
+    return [format_id(cursor), claimed, deleted], effects
+
+
+# -- XINFO GROUPS / CONSUMERS -------------------------------------------------------
+
+if b"xinfo" not in COMMANDS:
+    container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
+
+
+def _xinfo_stream(ctx, key: bytes) -> Stream:
+    stream = lookup_stream(ctx, key)
+    if stream is None:
+        raise ReplyError("ERR no such key")
+    return stream
+
+
+@command("xinfo|groups", 3, "readonly", keys=(2, 2, 1), group="stream", summary="Returns a list of the consumer groups of a stream.", since="5.0.0")
+def xinfo_groups(ctx, argv):
+    """XINFO GROUPS key -> per group: name, consumers, pending, last-delivered-id, entries-read, lag."""
+    stream = _xinfo_stream(ctx, argv[2])
+    reply = []
+    for name, group in sorted(stream.groups.items()):
+        reply.append(
+            Map(
+                {
+                    b"name": name,
+                    b"consumers": len(group.consumers),
+                    b"pending": len(group.pel),
+                    b"last-delivered-id": format_id(group.last_id),
+                    b"entries-read": group.entries_read if group.entries_read != INVALID_ENTRIES_READ else None,
+                    b"lag": lag(stream, group),
+                }
+            )
+        )
+    return reply
+
+
+@command("xinfo|consumers", 4, "readonly", keys=(2, 2, 1), group="stream", summary="Returns a list of the consumers in a consumer group.", since="5.0.0")
+def xinfo_consumers(ctx, argv):
+    """XINFO CONSUMERS key group -> per consumer: name, pending, idle (since seen), inactive (since active, or -1)."""
+    stream = _xinfo_stream(ctx, argv[2])
+    group = stream.groups.get(argv[3])
+    if group is None:
+        raise _no_such_group(argv[3], argv[2])
+    now = ctx.server.now
+    reply = []
+    for name, consumer in sorted(group.consumers.items()):
+        active = consumer.active_time
+        reply.append(
+            Map(
+                {
+                    b"name": name,
+                    b"pending": len(consumer.pel),
+                    b"idle": max(now - consumer.seen_time, 0),
+                    b"inactive": now - active if active != -1 else -1,
+                }
+            )
+        )
+    return reply
+
+
+def full_groups(stream: Stream, count: int) -> list[Map]:
+    """XINFO STREAM FULL's `groups` section: each group with its PEL and consumers (count 0 = all)."""
+    limit = count or None
+    reply = []
+    for name, group in sorted(stream.groups.items()):
+        pending = [
+            [format_id(entry_id), entry.consumer.name, entry.delivery_time, entry.delivery_count]
+            for entry_id, entry in islice(group.pel.items(), limit)
+        ]
+        consumers = []
+        for consumer_name, consumer in sorted(group.consumers.items()):
+            consumers.append(
+                Map(
+                    {
+                        b"name": consumer_name,
+                        b"seen-time": consumer.seen_time,
+                        b"active-time": consumer.active_time,
+                        b"pel-count": len(consumer.pel),
+                        b"pending": [
+                            [format_id(entry_id), entry.delivery_time, entry.delivery_count]
+                            for entry_id, entry in islice(consumer.pel.items(), limit)
+                        ],
+                    }
+                )
+            )
+        reply.append(
+            Map(
+                {
+                    b"name": name,
+                    b"last-delivered-id": format_id(group.last_id),
+                    b"entries-read": group.entries_read if group.entries_read != INVALID_ENTRIES_READ else None,
+                    b"lag": lag(stream, group),
+                    b"pel-count": len(group.pel),
+                    b"pending": pending,
+                    b"consumers": consumers,
+                }
+            )
+        )
+    return reply
+
+
+__all__ = ["full_groups", "parse_strict_id"]

@@ -1,0 +1,219 @@
+"""Consumer groups: the group's cursor, its pending entries list and its consumers.
+
+Redis's streamCG / streamConsumer / streamNACK, plus the lag rules of Redis 7
+(t_stream.c as of 7.4: streamEstimateDistanceFromFirstEverEntry,
+streamRangeHasTombstones, streamReplyWithCGLag and the entries_read update in
+streamReplyWithRange).
+
+A group's PEL and every consumer's PEL are ordered by entry ID and share the
+same `PendingEntry` objects, so a pending entry is owned by exactly one
+consumer. Pure: times are passed in (`now`, milliseconds), nothing here reads
+a clock. The stream is read only through its counters (`len(stream)`,
+`first_id`, `last_id`, `max_deleted_entry_id`, `entries_added`) and
+`stream.get(id)`, so the functions below work on any object with those.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from sortedcontainers import SortedDict
+
+from .stream_id import MAX_ID
+
+INVALID_ENTRIES_READ = -1  # SCG_INVALID_ENTRIES_READ: the group's logical read counter is unknown
+
+
+class PendingEntry:
+    """An entry delivered to a consumer and not yet acknowledged (Redis's streamNACK)."""
+
+    __slots__ = ("delivery_time", "delivery_count", "consumer")
+
+    def __init__(self, consumer: Consumer | None, delivery_time: int, delivery_count: int = 1) -> None:
+        self.consumer = consumer
+        self.delivery_time = delivery_time
+        self.delivery_count = delivery_count
+
+
+class Consumer:
+    """A named reader in a group.
+
+    seen_time: last time it tried to read or claim; active_time: last time a read
+    or claim actually gave it something (-1 until then), as Redis 7.2+ keeps them.
+    """
+
+    __slots__ = ("name", "seen_time", "active_time", "pel")
+
+    def __init__(self, name: bytes, now: int) -> None:
+        self.name = name
+        self.seen_time = now
+        self.active_time = -1
+        self.pel: SortedDict = SortedDict()  # entry id -> PendingEntry (shared with the group)
+
+
+class ConsumerGroup:
+    """last_id is the last delivered ID; entries_read counts the entries the group read, or is invalid (-1)."""
+
+    __slots__ = ("last_id", "entries_read", "pel", "consumers")
+
+    def __init__(self, last_id: int, entries_read: int = INVALID_ENTRIES_READ) -> None:
+        self.last_id = last_id
+        self.entries_read = entries_read
+        self.pel: SortedDict = SortedDict()  # entry id -> PendingEntry
+        self.consumers: dict[bytes, Consumer] = {}
+
+    # -- consumers -----------------------------------------------------------
+
+    def consumer(self, name: bytes, now: int) -> tuple[Consumer, bool]:
+        """The consumer called name, created (seen now, never active) if missing; and whether it was created."""
+        consumer = self.consumers.get(name)
+        if consumer is not None:
+            return consumer, False
+        consumer = self.consumers[name] = Consumer(name, now)
+        return consumer, True
+
+    def delete_consumer(self, name: bytes) -> int | None:
+        """Remove a consumer and its pending entries; the number it had pending, None if unknown."""
+        consumer = self.consumers.pop(name, None)
+        if consumer is None:
+            return None
+        pel = self.pel
+        for entry_id in consumer.pel:
+            del pel[entry_id]
+        return len(consumer.pel)
+
+    # -- the cursor and its counter --------------------------------------------
+
+    def advance(self, stream, entry_id: int) -> None:
+        """Move last_id to a newly delivered entry_id (> last_id), keeping entries_read as Redis does.
+
+        The counter is incremented when it is valid, the group is not behind the
+        stream's first entry and no tombstone lies after the group's position;
+        otherwise it is re-estimated for the new ID (and may become invalid).
+        """
+        if (
+            self.entries_read != INVALID_ENTRIES_READ
+            and self.last_id >= stream.first_id
+            and not range_has_tombstones(stream, self.last_id)
+        ):
+            self.entries_read += 1
+        elif stream.entries_added:
+            self.entries_read = estimate_entries_read(stream, entry_id)
+        self.last_id = entry_id
+
+    def set_id(self, last_id: int, entries_read: int, entries_added: int) -> None:
+        """XGROUP SETID (and CREATE): a new cursor; ENTRIESREAD above entries-added is clamped to it."""
+        self.last_id = last_id
+        self.entries_read = clamp_entries_read(entries_read, entries_added)
+
+    # -- the pending entries list ----------------------------------------------
+
+    def add_pending(self, entry_id: int, consumer: Consumer, now: int) -> PendingEntry:
+        """Record a first delivery (XREADGROUP >): a new PEL entry, or one taken over from its owner."""
+        pending = self.pel.get(entry_id)
+        if pending is None:
+            pending = PendingEntry(consumer, now)
+            self.pel[entry_id] = pending
+            consumer.pel[entry_id] = pending
+            return pending
+        # Already pending (the group's ID was moved back by SETID): it changes owner and starts over.
+        if pending.consumer is not consumer:
+            del pending.consumer.pel[entry_id]
+            consumer.pel[entry_id] = pending
+            pending.consumer = consumer
+        pending.delivery_time = now
+        pending.delivery_count = 1
+        return pending
+
+    def ack(self, entry_id: int) -> bool:
+        pending = self.pel.pop(entry_id, None)
+        if pending is None:
+            return False
+        del pending.consumer.pel[entry_id]
+        return True
+
+    def drop_pending(self, entry_id: int) -> None:
+        """Forget a pending entry whose stream entry no longer exists (XCLAIM/XAUTOCLAIM clean-up)."""
+        pending = self.pel.pop(entry_id)
+        if pending.consumer is not None:
+            pending.consumer.pel.pop(entry_id, None)
+
+    def transfer(self, entry_id: int, pending: PendingEntry, consumer: Consumer) -> None:
+        """Give a pending entry to consumer (XCLAIM, XAUTOCLAIM)."""
+        if pending.consumer is not consumer:
+            if pending.consumer is not None:
+                del pending.consumer.pel[entry_id]
+            consumer.pel[entry_id] = pending
+            pending.consumer = consumer
+
+    def pel_range(self, start: int, end: int, consumer: Consumer | None = None):
+        """(id, PendingEntry) pairs with start <= id <= end, of the group or of one consumer."""
+        pel = consumer.pel if consumer is not None else self.pel
+        for entry_id in pel.irange(start, end):
+            yield entry_id, pel[entry_id]
+
+    def autoclaim_candidates(self, start: int, limit: int) -> list[int]:
+        """Up to limit PEL IDs >= start, in order."""
+        return list(islice(self.pel.irange(minimum=start), limit))
+
+
+# -- lag (pure functions of the stream counters and the group) --------------------
+
+
+def clamp_entries_read(entries_read: int, entries_added: int) -> int:
+    """A given ENTRIESREAD cannot exceed the entries ever added (newest Redis clamps it)."""
+    if entries_read != INVALID_ENTRIES_READ and entries_read > entries_added:
+        return entries_added
+    return entries_read
+
+
+def range_has_tombstones(stream, start: int, end: int = MAX_ID) -> bool:
+    """Whether a deleted entry may lie in [start, end]: only the greatest deleted ID is known."""
+    max_deleted = stream.max_deleted_entry_id
+    if not len(stream) or not max_deleted:
+        return False
+    return start <= max_deleted <= end
+
+
+def estimate_entries_read(stream, entry_id: int) -> int:
+    """The logical read counter of entry_id (entries from the first ever added up to it), or -1 if unknowable."""
+    entries_added = stream.entries_added
+    if not entries_added:
+        return 0  # nothing was ever added: every ID counts zero
+    length = len(stream)
+    last_id = stream.last_id
+    if not length and entry_id <= last_id:
+        return entries_added  # empty stream: everything up to the last ID was read
+    max_deleted = stream.max_deleted_entry_id
+    if entry_id and entry_id < max_deleted:
+        return INVALID_ENTRIES_READ  # a tombstone lies between the ID and the end
+    if entry_id == last_id:
+        return entries_added
+    if entry_id > last_id:
+        return INVALID_ENTRIES_READ  # a future ID
+    first_id = stream.first_id
+    if not max_deleted or max_deleted < first_id:
+        # No fragmentation ahead: counting from the first entry is exact.
+        if entry_id < first_id:
+            return entries_added - length
+        if entry_id == first_id:
+            return entries_added - length + 1
+    return INVALID_ENTRIES_READ  # an arbitrary ID inside a fragmented stream
+
+
+def lag(stream, group: ConsumerGroup) -> int | None:
+    """Entries not yet delivered to the group; None where Redis cannot know it."""
+    if not stream.entries_added:
+        return 0
+    length = len(stream)
+    if not length:
+        return 0
+    first_id = stream.first_id
+    if group.last_id < first_id and stream.max_deleted_entry_id < first_id:
+        return length  # both the group and every tombstone are before the first entry
+    if group.entries_read != INVALID_ENTRIES_READ and not range_has_tombstones(stream, group.last_id):
+        return stream.entries_added - group.entries_read
+    entries_read = estimate_entries_read(stream, group.last_id)
+    if entries_read != INVALID_ENTRIES_READ:
+        return stream.entries_added - entries_read
+    return None
