@@ -344,8 +344,7 @@ class ReadGroupRequest:
 
 def _has_new(stream: Stream, group: ConsumerGroup) -> bool:
     """Whether a live entry lies after the group's last delivered ID."""
-    last_id = group.last_id
-    return len(stream) > 0 and last_id < MAX_ID and bool(stream.range(last_id + 1, MAX_ID, 1))
+    return len(stream) > 0 and stream.last_valid_id() > group.last_id
 
 
 def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list:

@@ -1,0 +1,284 @@
+"""Consumer groups, differentially: the same random workloads against Millrace and redis-server.
+
+The oracle is Debian's redis-server 7.0; Millrace follows Redis 7.4 (and the
+newest Redis where it changed a rule). Excluded from this comparison, because
+7.0 answers differently from the newest Redis (each is pinned to the newest
+behaviour in tests/test_groups.py or tests/test_group_lag.py instead):
+
+1. lag and entries-read once XDEL/XTRIM have run (Redis 7.4's fixes #13338,
+   #13473, #13958): workloads with deletions mask those two fields;
+2. ENTRIESREAD values that disagree with the group's position (the newest
+   Redis clamps them to entries-added, and 7.4 trusts the position over them
+   when the group is behind the first entry): workloads only give the true
+   value, `$ ENTRIESREAD <entries-added>`;
+3. the text of XREADGROUP's unbalanced-streams error and of its `+` ID error
+   (7.4's wording);
+4. XINFO CONSUMERS `inactive` and XINFO STREAM FULL `active-time` (7.2+), and
+   consumer idle times (7.2 counts them from the last attempt): masked;
+5. a blocked XREADGROUP whose key is deleted or retyped (7.0: UNBLOCKED;
+   7.4: NOGROUP / WRONGTYPE on re-execution): not in these workloads;
+6. Millrace's effect-only `XGROUP CREATECONSUMER ... SEENTIME t ACTIVETIME t`
+   (loading/replica clients only): never sent by these workloads;
+7. XREADGROUP, XCLAIM and XAUTOCLAIM create their consumer on every attempt
+   (7.2+; 7.0 only when it is given an entry): consumers owning nothing are
+   left out of listings, XINFO GROUPS' consumer count and XGROUP
+   CREATECONSUMER's 0/1 are masked (tests/test_groups.py pins 7.4's rule).
+
+Times differ between two servers, so delivery times and idle values are
+masked, and every min-idle argument is 0 or far beyond any test's duration.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import redis
+
+from tests.test_groups import raw
+
+KEYS = ["s1", "s2"]
+GROUPS = ["g1", "g2", "g3"]
+CONSUMERS = ["alice", "bob", "carol"]
+FAR = 10**12  # a min-idle no entry reaches
+
+
+class Workload:
+    def __init__(self, seed: int, deletions: bool, entries_added) -> None:
+        self.rng = random.Random(seed)
+        self.deletions = deletions
+        self.next_ms = {key: 1 for key in KEYS}
+        self.entries_added = entries_added  # key -> the oracle's entries-added
+
+    def some_id(self, key: str) -> str:
+        return f"{self.rng.randint(0, self.next_ms[key] + 1)}-{self.rng.randint(0, 1)}"
+
+    def commands(self, n: int):
+        rng = self.rng
+        for _ in range(n):
+            key = rng.choice(KEYS)
+            group = rng.choice(GROUPS)
+            consumer = rng.choice(CONSUMERS)
+            roll = rng.random()
+            if roll < 0.22:
+                ms = self.next_ms[key]
+                self.next_ms[key] += rng.randint(1, 2)
+                yield ["XADD", key, f"{ms}-{rng.randint(0, 1)}", "f", str(rng.randint(0, 9))]
+            elif roll < 0.28 and self.deletions:
+                if rng.random() < 0.6:
+                    yield ["XDEL", key, *[self.some_id(key) for _ in range(rng.randint(1, 3))]]
+                else:
+                    yield ["XTRIM", key, "MAXLEN", str(rng.randint(0, 6))]
+            elif roll < 0.29:
+                yield ["DEL", key]
+            elif roll < 0.36:
+                start = rng.choice(["0", "$", self.some_id(key), "-"])
+                extra = rng.choice([[], ["MKSTREAM"], ["ENTRIESREAD", "-1"]])
+                if start == "$" and rng.random() < 0.5:
+                    extra = ["ENTRIESREAD", str(self.entries_added(key))]
+                yield ["XGROUP", "CREATE", key, group, start, *extra]
+            elif roll < 0.39:
+                start = rng.choice(["0", "$", "-", self.some_id(key)])
+                extra = ["ENTRIESREAD", str(self.entries_added(key))] if start == "$" and rng.random() < 0.5 else []
+                yield ["XGROUP", "SETID", key, group, start, *extra]
+            elif roll < 0.40:
+                yield ["XGROUP", "DESTROY", key, group]
+            elif roll < 0.42:
+                yield ["XGROUP", rng.choice(["CREATECONSUMER", "DELCONSUMER"]), key, group, consumer]
+            elif roll < 0.62:
+                options = []
+                if rng.random() < 0.7:
+                    options += ["COUNT", str(rng.randint(-1, 4))]
+                if rng.random() < 0.15:
+                    options.append("NOACK")
+                start = ">" if rng.random() < 0.7 else rng.choice(["0", "$", self.some_id(key)])
+                keys = [key] if rng.random() < 0.8 else KEYS
+                yield ["XREADGROUP", "GROUP", group, consumer, *options, "STREAMS", *keys, *[start] * len(keys)]
+            elif roll < 0.70:
+                yield ["XACK", key, group, *[self.some_id(key) for _ in range(rng.randint(1, 4))]]
+            elif roll < 0.78:
+                options = []
+                if rng.random() < 0.2:
+                    options += ["IDLE", str(rng.randint(0, 3000))]
+                if rng.random() < 0.3:
+                    options += ["RETRYCOUNT", str(rng.randint(0, 5))]
+                for flag in ("FORCE", "JUSTID"):
+                    if rng.random() < 0.3:
+                        options.append(flag)
+                if rng.random() < 0.1:
+                    options += ["LASTID", self.some_id(key)]
+                ids = [self.some_id(key) for _ in range(rng.randint(1, 3))]
+                yield ["XCLAIM", key, group, consumer, str(rng.choice([0, 0, FAR])), *ids, *options]
+            elif roll < 0.86:
+                options = ["COUNT", str(rng.randint(1, 3))] if rng.random() < 0.6 else []
+                if rng.random() < 0.3:
+                    options.append("JUSTID")
+                start = rng.choice(["0", "-", "(" + self.some_id(key), self.some_id(key)])
+                yield ["XAUTOCLAIM", key, group, consumer, str(rng.choice([0, FAR])), start, *options]
+            elif roll < 0.90:
+                tail = rng.choice([[], ["-", "+", str(rng.randint(0, 5))], ["IDLE", "0", "-", "+", "10", consumer]])
+                yield ["XPENDING", key, group, *tail]
+            elif roll < 0.95:
+                yield ["XINFO", "GROUPS", key]
+            elif roll < 0.98:
+                yield ["XINFO", "CONSUMERS", key, group]
+            else:
+                yield ["XINFO", "STREAM", key, "FULL"]
+
+
+def mask(argv: list[str], reply, deletions: bool):
+    """Remove what legitimately differs between the two servers (times; 7.0-vs-7.4 fields)."""
+    name = argv[0].upper() if argv[0].upper() != "XINFO" else "XINFO " + argv[1].upper()
+    if isinstance(reply, Exception):
+        return ("error", str(reply))
+    if name == "XGROUP" and argv[1].upper() == "CREATECONSUMER":
+        return "0 or 1" if reply in (0, 1) else reply
+    if name == "XPENDING" and len(argv) > 3 and isinstance(reply, list):
+        return [[e[0], e[1], e[3]] for e in reply]
+    if name == "XINFO CONSUMERS":
+        listed = [{k: v for k, v in pairs(c).items() if k in (b"name", b"pending")} for c in reply]
+        return [c for c in listed if c[b"pending"]]
+    if name == "XINFO GROUPS":
+        return [_group(pairs(g), deletions) for g in reply]
+    if name == "XINFO STREAM":
+        info = pairs(reply)
+        groups = []
+        for g in info[b"groups"]:
+            g = _group(pairs(g), deletions)
+            g[b"pending"] = [[e[0], e[1], e[3]] for e in g[b"pending"]]
+            g[b"consumers"] = [
+                {b"name": c[b"name"], b"pel-count": c[b"pel-count"], b"pending": [[e[0], e[2]] for e in c[b"pending"]]}
+                for c in map(pairs, g[b"consumers"])
+                if c[b"pel-count"]
+            ]
+            groups.append(g)
+        return groups
+    return reply
+
+
+def pairs(flat) -> dict:
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def _group(group: dict, deletions: bool) -> dict:
+    if isinstance(group.get(b"consumers"), int):
+        del group[b"consumers"]
+    if deletions:
+        group.pop(b"lag", None)
+        group.pop(b"entries-read", None)
+    return group
+
+
+def run(client: redis.Redis, argv: list[str]):
+    try:
+        return client.execute_command(*argv)
+    except redis.ResponseError as exc:
+        return exc
+
+
+@pytest.fixture
+def m(server):
+    client = raw(server.client(protocol=2))
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize("deletions", [False, True], ids=["no-deletions", "with-deletions"])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_workloads_match_redis(m, oracle, seed, deletions):
+    raw(oracle)
+
+    def entries_added(key: str) -> int:
+        try:
+            return pairs(oracle.execute_command("XINFO", "STREAM", key))[b"entries-added"]
+        except redis.ResponseError:
+            return 0
+
+    workload = Workload(seed, deletions, entries_added)
+    compared = 0
+    for argv in workload.commands(300):
+        expected = mask(argv, run(oracle, argv), deletions)
+        got = mask(argv, run(m, argv), deletions)
+        assert got == expected, (argv, got, expected)
+        compared += 1
+    assert compared == 300
+
+
+def test_error_texts_match_redis(m, oracle):
+    raw(oracle)
+    setup = [["XADD", "s", "1-1", "a", "1"], ["XGROUP", "CREATE", "s", "g", "0"], ["SET", "str", "v"]]
+    probes = [
+        ["XGROUP", "CREATE", "nokey", "g", "$"],
+        ["XGROUP", "CREATE", "s", "g", "$"],
+        ["XGROUP", "CREATE", "s", "g2", "$", "ENTRIESREAD", "-3"],
+        ["XGROUP", "CREATE", "s", "g2", "$", "ENTRIESREAD", "x"],
+        ["XGROUP", "CREATE", "s", "g2", "+"],
+        ["XGROUP", "CREATE", "s", "g2", "0", "bogus", "1"],
+        ["XGROUP", "CREATE", "s", "g2", "0", "MKSTREAM", "MKSTREAM", "MKSTREAM", "MKSTREAM"],
+        ["XGROUP", "SETID", "s", "nog", "0"],
+        ["XGROUP", "SETID", "s", "g", "0", "MKSTREAM"],
+        ["XGROUP", "SETID", "s", "g", "bad"],
+        ["XGROUP", "CREATECONSUMER", "s", "nog", "c"],
+        ["XGROUP", "CREATECONSUMER", "nokey", "g", "c"],
+        ["XGROUP", "DELCONSUMER", "s", "g", "c", "extra"],
+        ["XGROUP", "DESTROY", "s"],
+        ["XGROUP", "DESTROY", "nokey", "g"],
+        ["XGROUP", "foo", "s", "g"],
+        ["XGROUP", "CREATE", "str", "g", "0"],
+        ["XREADGROUP", "GROUP", "nog", "c", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "$"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "-"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "str", ">"],
+        ["XREADGROUP", "COUNT", "1", "NOACK", "NOACK", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "BLOCK", "x", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "BLOCK", "-1", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "COUNT", "x", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "FOO", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s"],
+        ["XACK", "s", "g", "bad"],
+        ["XACK", "s", "nog", "bad"],
+        ["XACK", "str", "g", "1"],
+        ["XPENDING", "s", "nog"],
+        ["XPENDING", "s", "g", "-", "+"],
+        ["XPENDING", "s", "g", "-", "+", "x"],
+        ["XPENDING", "s", "g", "IDLE", "x", "-", "+", "1"],
+        ["XPENDING", "s", "g", "IDLE", "5", "-", "+"],
+        ["XPENDING", "s", "g", "(18446744073709551615-18446744073709551615", "+", "1"],
+        ["XPENDING", "s", "g", "-", "(0-0", "1"],
+        ["XPENDING", "s", "g", "bad", "+", "1"],
+        ["XPENDING", "str", "g"],
+        ["XCLAIM", "s", "nog", "c", "0", "1"],
+        ["XCLAIM", "s", "g", "c", "x", "1"],
+        ["XCLAIM", "s", "g", "c", "0", "1", "IDLE", "x"],
+        ["XCLAIM", "s", "g", "c", "0", "1", "TIME", "x"],
+        ["XCLAIM", "s", "g", "c", "0", "1", "RETRYCOUNT", "x"],
+        ["XCLAIM", "s", "g", "c", "0", "1", "LASTID", "x"],
+        ["XCLAIM", "s", "g", "c", "0", "1", "BOGUS"],
+        ["XCLAIM", "s", "g", "c", "0", "x"],
+        ["XCLAIM", "str", "g", "c", "0", "1"],
+        ["XAUTOCLAIM", "s", "nog", "c", "0", "0"],
+        ["XAUTOCLAIM", "s", "g", "c", "x", "0"],
+        ["XAUTOCLAIM", "s", "g", "c", "0", "bad"],
+        ["XAUTOCLAIM", "s", "g", "c", "0", "(18446744073709551615-18446744073709551615"],
+        ["XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "0"],
+        ["XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "x"],
+        ["XAUTOCLAIM", "s", "g", "c", "0", "0", "FOO"],
+        ["XAUTOCLAIM", "str", "g", "c", "0", "0"],
+        ["XINFO", "GROUPS", "nokey"],
+        ["XINFO", "CONSUMERS", "s", "nog"],
+        ["XINFO", "CONSUMERS", "nokey", "g"],
+        ["XINFO", "GROUPS", "str"],
+        ["XINFO", "GROUPS"],
+        ["XGROUP", "HELP"],
+    ]
+    for argv in setup:
+        run(oracle, argv)
+        run(m, argv)
+    for argv in probes:
+        expected = run(oracle, argv)
+        got = run(m, argv)
+        if isinstance(expected, Exception):
+            assert isinstance(got, Exception) and str(got) == str(expected), (argv, got, expected)
+        else:
+            assert got == expected, (argv, got, expected)
