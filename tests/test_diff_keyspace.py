@@ -382,6 +382,25 @@ OBJECT FREQ nokey
 OBJECT IDLETIME nokey
 INCR a
 OBJECT REFCOUNT a
+MSET key1 ohmytext key2 mynewtext
+LCS key1 key2
+LCS key1 key2 LEN
+LCS key1 key2 IDX
+LCS key1 key2 IDX MINMATCHLEN 4 WITHMATCHLEN
+LCS key1 key2 IDX WITHMATCHLEN
+LCS key1 key2 IDX LEN
+LCS key1 key2 FOO
+LCS key1 key2 MINMATCHLEN
+LCS key1 key2 MINMATCHLEN x
+LCS key1 nokey
+LCS nokey nokey2 IDX
+MSET a abcabcabcabc b cbacbacba
+LCS a b IDX WITHMATCHLEN
+LCS b a IDX WITHMATCHLEN MINMATCHLEN -5
+MSET c xaxbxcxdxe d aaabbbcccddd
+LCS c d IDX WITHMATCHLEN
+LCS d c IDX
+LCS c c IDX
 """
 
 
@@ -491,6 +510,8 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
     if kind == 36:
         options = rng.choice([[], ["REPLACE"], ["DB", "1"], ["DB", "0", "REPLACE"], ["DB", "1", "REPLACE"]])
         return ["COPY", key, rng.choice(KEYS), *options], "exact"
+    if kind == 37:
+        return ["LCS", key, rng.choice(KEYS), *rng.choice([[], ["LEN"], ["IDX"], ["IDX", "WITHMATCHLEN", "MINMATCHLEN", "2"]])], "exact"
     return [rng.choice(["GET", "TTL", "EXISTS"]), key], "exact"
 
 

@@ -257,3 +257,17 @@ def test_incrbyfloat_errors(r):
     assert error_of(r, "INCRBYFLOAT", "big", "1e4932") == "increment would produce NaN or Infinity"
     r.set("s", "abc")
     assert error_of(r, "INCRBYFLOAT", "s", "1") == "value is not a valid float"
+
+
+def test_lcs(r):
+    r.mset({"key1": "ohmytext", "key2": "mynewtext"})
+    assert r.lcs("key1", "key2") == b"mytext"
+    assert r.lcs("key1", "key2", len=True) == 6
+    reply = raw(r, "LCS", "key1", "key2", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN")
+    if isinstance(reply, dict):  # RESP3: a map
+        assert reply == {b"matches": [[[4, 7], [5, 8], 4]], b"len": 6}
+    else:
+        assert reply == [b"matches", [[[4, 7], [5, 8], 4]], b"len", 6]
+    assert r.lcs("key1", "nokey") == b""
+    assert error_of(r, "LCS", "key1", "key2", "IDX", "LEN") == "If you want both the length and indexes, please just use IDX."
+    assert error_of(r, "LCS", "key1", "key2", "FOO") == "syntax error"

@@ -366,3 +366,95 @@ def incrbyfloat(ctx, argv):
     result = add(value, argv[2])
     db.data[key] = result
     return result, [[b"SET", key, result, b"KEEPTTL"]]
+
+
+@command("lcs", -3, "readonly", keys=(1, 2, 1), group="string", since="7.0.0",
+         summary="Finds the longest common substring.", complexity="O(N*M) where N and M are the lengths of s1 and s2, respectively")
+def lcs(ctx, argv):
+    """LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: Redis's dynamic programming, its walk back and its ranges."""
+    from array import array
+
+    from protocol.reply import Map
+
+    db, now = ctx.db, ctx.server.now
+    a, b = db.lookup(argv[1], now), db.lookup(argv[2], now)
+    if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
+        raise ReplyError("ERR The specified keys must contain string values")
+    a, b = a or b"", b or b""
+    get_len = get_idx = with_match_len = False
+    min_match_len = 0
+    index, argc = 3, len(argv)
+    while index < argc:
+        option = argv[index].upper()
+        if option == b"IDX":
+            get_idx = True
+        elif option == b"LEN":
+            get_len = True
+        elif option == b"WITHMATCHLEN":
+            with_match_len = True
+        elif option == b"MINMATCHLEN" and index + 1 < argc:
+            index += 1
+            min_match_len = max(to_int(argv[index]), 0)
+        else:
+            raise ReplyError(SYNTAX)
+        index += 1
+    if get_idx and get_len:
+        raise ReplyError("ERR If you want both the length and indexes, please just use IDX.")
+    alen, blen = len(a), len(b)
+    if (alen + 1) * (blen + 1) * 4 > ctx.server.config["proto-max-bulk-len"]:
+        raise ReplyError("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    # table[i][j]: length of the LCS of a[:i] and b[:j]
+    table = [array("I", bytes(4 * (blen + 1)))]
+    for i in range(1, alen + 1):
+        previous, row = table[-1], array("I", [0])
+        ai = a[i - 1]
+        for j in range(1, blen + 1):
+            if ai == b[j - 1]:
+                row.append(previous[j - 1] + 1)
+            else:
+                up, left = previous[j], row[j - 1]
+                row.append(up if up > left else left)
+        table.append(row)
+    length = table[alen][blen]
+    if get_len:
+        return length
+    result = bytearray(length)
+    matches = []
+    position = length
+    a_start, a_end, b_start, b_end = alen, 0, 0, 0  # a_start == alen: no range open
+    i, j = alen, blen
+    while i > 0 and j > 0:
+        emit = False
+        if a[i - 1] == b[j - 1]:
+            result[position - 1] = a[i - 1]
+            if a_start == alen:
+                a_start = a_end = i - 1
+                b_start = b_end = j - 1
+            elif a_start == i and b_start == j:
+                a_start -= 1
+                b_start -= 1
+            else:
+                emit = True
+            if a_start == 0 or b_start == 0:
+                emit = True
+            position -= 1
+            i -= 1
+            j -= 1
+        else:
+            if table[i - 1][j] > table[i][j - 1]:
+                i -= 1
+            else:
+                j -= 1
+            if a_start != alen:
+                emit = True
+        if emit:
+            match_len = a_end - a_start + 1
+            if min_match_len == 0 or match_len >= min_match_len:
+                match = [[a_start, a_end], [b_start, b_end]]
+                if with_match_len:
+                    match.append(match_len)
+                matches.append(match)
+            a_start = alen
+    if get_idx:
+        return Map({b"matches": matches, b"len": length})
+    return bytes(result)
