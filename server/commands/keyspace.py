@@ -47,6 +47,7 @@ def exists(ctx, argv):
 
 @command("type", 2, "readonly fast", keys=(1, 1, 1), group="generic", summary="Determines the type of value stored at a key.")
 def type_(ctx, argv):
+    """TYPE key -> string, stream... or none."""
     value = ctx.db.lookup(argv[1], ctx.server.now)
     return Simple(type_name(value).encode()) if value is not None else Simple(b"none")
 
@@ -120,11 +121,13 @@ def scan(ctx, argv):
 
 @command("randomkey", 1, "readonly", group="generic", summary="Returns a random key name from the database.")
 def randomkey(ctx, argv):
+    """RANDOMKEY -> a random live key, or nil when the database is empty."""
     return ctx.db.random_key(ctx.server.now)
 
 
 @command("dbsize", 1, "readonly fast", group="server", summary="Returns the number of keys in the database.")
 def dbsize(ctx, argv):
+    """DBSIZE -> the number of keys (expired ones not yet removed included, as in Redis)."""
     return len(ctx.db)
 
 
@@ -162,7 +165,7 @@ def _flush_mode(argv: list[bytes]) -> None:
 @command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.",
          complexity="O(N) where N is the total number of keys in all databases")
 def flushall(ctx, argv):
-    """FLUSHALL [ASYNC|SYNC]"""
+    """FLUSHALL [ASYNC | SYNC]"""
     _flush_mode(argv)
     server = ctx.server
     for db in server.keyspace.dbs:
@@ -174,7 +177,7 @@ def flushall(ctx, argv):
 @command("flushdb", -1, "write", group="server", summary="Remove all keys from the current database.",
          complexity="O(N) where N is the number of keys in the selected database")
 def flushdb(ctx, argv):
-    """FLUSHDB [ASYNC|SYNC]"""
+    """FLUSHDB [ASYNC | SYNC]"""
     _flush_mode(argv)
     ctx.server.touch_watched_db(ctx.db.id)
     ctx.db.flush()
@@ -307,24 +310,28 @@ def _ttl(ctx, key: bytes, unit_ms: int, absolute: bool) -> int:
 
 @command("ttl", 2, "readonly fast", keys=(1, 1, 1), group="generic", summary="Returns the expiration time in seconds of a key.")
 def ttl(ctx, argv):
+    """TTL key -> seconds left (rounded), -1 without expiry, -2 without key."""
     return _ttl(ctx, argv[1], 1000, absolute=False)
 
 
 @command("pttl", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="2.6.0",
          summary="Returns the expiration time in milliseconds of a key.")
 def pttl(ctx, argv):
+    """PTTL key -> milliseconds left, -1 without expiry, -2 without key."""
     return _ttl(ctx, argv[1], 1, absolute=False)
 
 
 @command("expiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="7.0.0",
          summary="Returns the expiration time of a key as a Unix timestamp.")
 def expiretime(ctx, argv):
+    """EXPIRETIME key -> the expiry as a Unix time in seconds, -1 or -2."""
     return _ttl(ctx, argv[1], 1000, absolute=True)
 
 
 @command("pexpiretime", 2, "readonly fast", keys=(1, 1, 1), group="generic", since="7.0.0",
          summary="Returns the expiration time of a key as a Unix milliseconds timestamp.")
 def pexpiretime(ctx, argv):
+    """PEXPIRETIME key -> the expiry as a Unix time in milliseconds, -1 or -2."""
     return _ttl(ctx, argv[1], 1, absolute=True)
 
 
@@ -345,6 +352,7 @@ def persist(ctx, argv):
          summary="Returns the number of existing keys out of those specified after updating the time they were last accessed.",
          complexity="O(N) where N is the number of keys that will be touched.")
 def touch(ctx, argv):
+    """TOUCH key [key ...] -> how many of the keys exist."""
     db, now = ctx.db, ctx.server.now
     return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
 
@@ -472,7 +480,7 @@ def _object_value(ctx, key: bytes):
 @command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the internal encoding of a Redis object.")
 def object_encoding(ctx, argv):
-    """Strings are int / embstr (up to 44 bytes) / raw by their content; streams are stream."""
+    """OBJECT ENCODING key -> int, embstr (up to 44 bytes) or raw for strings, by content; stream for streams."""
     value = _object_value(ctx, argv[2])
     if value is None:
         return None
@@ -486,7 +494,7 @@ def object_encoding(ctx, argv):
 @command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the reference count of a value of a key.")
 def object_refcount(ctx, argv):
-    """1, or Redis's shared-object count for the small integers it shares (0..9999)."""
+    """OBJECT REFCOUNT key -> 1, or Redis's shared-object count for the small integers it shares (0..9999)."""
     value = _object_value(ctx, argv[2])
     if value is None:
         return None
@@ -498,7 +506,7 @@ def object_refcount(ctx, argv):
 @command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the time since the last access to a Redis object.")
 def object_idletime(ctx, argv):
-    """Access times are not tracked (that would cost every GET): always 0."""
+    """OBJECT IDLETIME key -> 0: access times are not tracked (that would cost every GET)."""
     value = _object_value(ctx, argv[2])
     if value is None:
         return None
@@ -511,6 +519,7 @@ def object_idletime(ctx, argv):
 @command("object|freq", 3, "readonly", keys=(2, 2, 1), group="generic", since="4.0.0",
          summary="Returns the logarithmic access frequency counter of a Redis object.")
 def object_freq(ctx, argv):
+    """OBJECT FREQ key: only under an LFU maxmemory policy."""
     value = _object_value(ctx, argv[2])
     if value is None:
         return None
@@ -522,4 +531,5 @@ def object_freq(ctx, argv):
 
 @command("object|help", 2, "loading stale", group="generic", since="6.2.0", summary="Returns helpful text about the different subcommands.")
 def object_help(ctx, argv):
+    """OBJECT HELP"""
     return [Simple(line.encode()) for line in OBJECT_HELP]

@@ -61,7 +61,7 @@ def _expire_ms(ctx, arg: bytes, flags: int, name: str) -> int:
 @command("set", -3, "write denyoom", keys=(1, 1, 1), group="string", summary="Sets the string value of a key, ignoring its type.",
          complexity="O(1)")
 def set_(ctx, argv):
-    """SET key value [NX | XX] [GET] [EX seconds | PX ms | EXAT unix-s | PXAT unix-ms | KEEPTTL]"""
+    """SET key value [NX | XX] [GET] [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]"""
     key = argv[1]
     db = ctx.db
     if len(argv) == 3:
@@ -107,6 +107,7 @@ def set_(ctx, argv):
 @command("getdel", 2, "write fast", keys=(1, 1, 1), group="string", since="6.2.0",
          summary="Returns the string value of a key after deleting the key.")
 def getdel(ctx, argv):
+    """GETDEL key -> the value, and the key is deleted."""
     key, db, now = argv[1], ctx.db, ctx.server.now
     value = db.lookup_type(key, now, bytes)
     if value is None:
@@ -166,23 +167,27 @@ def _incr(ctx, key: bytes, delta: int):
 
 @command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Increments the integer value of a key by one.")
 def incr(ctx, argv):
+    """INCR key"""
     return _incr(ctx, argv[1], 1)
 
 
 @command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Decrements the integer value of a key by one.")
 def decr(ctx, argv):
+    """DECR key"""
     return _incr(ctx, argv[1], -1)
 
 
 @command("incrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
          summary="Increments the integer value of a key by a number.")
 def incrby(ctx, argv):
+    """INCRBY key increment"""
     return _incr(ctx, argv[1], to_int(argv[2]))
 
 
 @command("decrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
          summary="Decrements a number from the integer value of a key.")
 def decrby(ctx, argv):
+    """DECRBY key decrement"""
     delta = to_int(argv[2])
     if delta == LLONG_MIN:
         raise ReplyError("ERR decrement would overflow")
@@ -208,6 +213,7 @@ def append(ctx, argv):
 @command("strlen", 2, "readonly fast", keys=(1, 1, 1), group="string", since="2.2.0",
          summary="Returns the length of a string value.")
 def strlen(ctx, argv):
+    """STRLEN key -> the length, 0 without key."""
     value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
     return 0 if value is None else len(value)
 
@@ -217,6 +223,7 @@ def strlen(ctx, argv):
 
 @command("setnx", 3, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Set the string value of a key only when the key doesn't exist.")
 def setnx(ctx, argv):
+    """SETNX key value -> 1 if set, 0 if the key exists."""
     key, db = argv[1], ctx.db
     if db.lookup(key, ctx.server.now) is not None:
         return 0, []
@@ -237,12 +244,14 @@ def _setex(ctx, argv, flag: int, name: str):
 @command("setex", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.0.0",
          summary="Sets the string value and expiration time of a key. Creates the key if it doesn't exist.")
 def setex(ctx, argv):
+    """SETEX key seconds value"""
     return _setex(ctx, argv, _EX, "setex")
 
 
 @command("psetex", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.6.0",
          summary="Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.")
 def psetex(ctx, argv):
+    """PSETEX key milliseconds value"""
     return _setex(ctx, argv, _PX, "psetex")
 
 
@@ -260,6 +269,7 @@ def getset(ctx, argv):
          summary="Atomically modifies the string values of one or more keys only when all keys don't exist.",
          complexity="O(N) where N is the number of keys to set.")
 def msetnx(ctx, argv):
+    """MSETNX key value [key value ...] -> 1 if all were set, 0 if any key existed."""
     if len(argv) % 2 == 0:
         raise wrong_arity("msetnx")
     db, now = ctx.db, ctx.server.now
@@ -271,7 +281,7 @@ def msetnx(ctx, argv):
 @command("getex", -2, "write fast", keys=(1, 1, 1), group="string", since="6.2.0",
          summary="Returns the string value of a key after setting its expiration time.")
 def getex(ctx, argv):
-    """GETEX key [EX s | PX ms | EXAT unix-s | PXAT unix-ms | PERSIST] -> the value."""
+    """GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST] -> the value."""
     flags, expire_arg = 0, None
     persist = False
     index, argc = 2, len(argv)
@@ -328,6 +338,7 @@ def getrange(ctx, argv):
 @command("substr", 4, "readonly", keys=(1, 1, 1), group="string", summary="Returns a substring from a string value.",
          complexity="O(N) where N is the length of the returned string.")
 def substr(ctx, argv):
+    """SUBSTR key start end"""
     return getrange(ctx, argv)
 
 
@@ -371,7 +382,7 @@ def incrbyfloat(ctx, argv):
 @command("lcs", -3, "readonly", keys=(1, 2, 1), group="string", since="7.0.0",
          summary="Finds the longest common substring.", complexity="O(N*M) where N and M are the lengths of s1 and s2, respectively")
 def lcs(ctx, argv):
-    """LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: Redis's dynamic programming, its walk back and its ranges."""
+    """LCS key1 key2 [LEN] [IDX] [MINMATCHLEN min-match-len] [WITHMATCHLEN]: Redis's dynamic programming and range walk."""
     from array import array
 
     from protocol.reply import Map

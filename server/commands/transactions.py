@@ -38,6 +38,7 @@ def exec_abort(client, message: str) -> str:
 @command("multi", 1, "loading stale fast allow-busy", group="transactions", since="1.2.0",
          summary="Starts a transaction.")
 def multi(ctx, argv):
+    """MULTI"""
     if ctx.multi is not None:
         raise ReplyError("ERR MULTI calls can not be nested")
     ctx.multi = []
@@ -48,6 +49,7 @@ def multi(ctx, argv):
 @command("discard", 1, "loading stale fast allow-busy", group="transactions", since="2.0.0",
          summary="Discards a transaction.", complexity="O(N), when N is the number of queued commands")
 def discard(ctx, argv):
+    """DISCARD"""
     if ctx.multi is None:
         raise ReplyError("ERR DISCARD without MULTI")
     discard_transaction(ctx)
@@ -113,5 +115,6 @@ def watch(ctx, argv):
 @command("unwatch", 1, "loading stale fast allow-busy", group="transactions", since="2.2.0",
          summary="Forgets about watched keys of a transaction.")
 def unwatch(ctx, argv):
+    """UNWATCH"""
     ctx.unwatch()
     return OK
