@@ -27,7 +27,10 @@ def encode2(value, out: list) -> None:
     elif kind is list or kind is tuple:
         out.append(b"*%d\r\n" % len(value))
         for item in value:
-            encode2(item, out)
+            if type(item) is bytes:  # bulk strings inline: ranges are arrays of them
+                out.append(b"$%d\r\n%s\r\n" % (len(item), item))
+            else:
+                encode2(item, out)
     elif kind is int:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:
@@ -71,7 +74,10 @@ def encode3(value, out: list) -> None:
     elif kind is list or kind is tuple:
         out.append(b"*%d\r\n" % len(value))
         for item in value:
-            encode3(item, out)
+            if type(item) is bytes:  # bulk strings inline: ranges are arrays of them
+                out.append(b"$%d\r\n%s\r\n" % (len(item), item))
+            else:
+                encode3(item, out)
     elif kind is int:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:

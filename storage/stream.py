@@ -96,8 +96,8 @@ def _str_size_cached(text: bytes) -> int:
     size = _STR_SIZES.get(text)
     if size is None:
         size = _str_size(text)
-        if len(text) <= 64:
-            if len(_STR_SIZES) >= 65536:
+        if len(text) <= 32:
+            if len(_STR_SIZES) >= 2048:
                 _STR_SIZES.clear()
             _STR_SIZES[text] = size
     return size
@@ -145,7 +145,7 @@ def _unpack(node: Node) -> tuple[list[int], list[list]]:
 
 
 _DECODED: OrderedDict[Node, tuple[list[int], list[list]]] = OrderedDict()
-_DECODED_MAX = 64
+_DECODED_MAX = 16  # a decoded node costs ~20 KB of Python objects: keep few
 
 
 def _decoded(node: Node) -> tuple[list[int], list[list]]:
@@ -285,9 +285,6 @@ class Stream:
         ids, rows = node.ids, node.rows
         node.packed = _pack(node, ids, rows)
         node.ids = node.rows = None
-        _DECODED[node] = (ids, rows)
-        if len(_DECODED) > _DECODED_MAX:
-            _DECODED.popitem(last=False)
 
     def _unseal(self, node: Node) -> None:
         ids, rows = _decoded(node)
@@ -316,11 +313,10 @@ class Stream:
                 ids, rows = _decoded(node)
                 fields = node.fields
                 stop = bisect_right(ids, end)
-                for j in range(bisect_left(ids, start), stop):
-                    out.append((ids[j], _expand(fields, rows[j])))
-                    if count and len(out) >= count:
-                        return out
-                if stop < len(ids):
+                low = bisect_left(ids, start)
+                take = min(stop, low + count - len(out)) if count else stop
+                out += [(ids[j], _expand(fields, rows[j])) for j in range(low, take)]
+                if (count and len(out) >= count) or stop < len(ids):
                     break
         else:
             i = bisect_right(keys, end) - 1

@@ -28,7 +28,7 @@ def _stream(ctx, key: bytes) -> Stream | None:
 
 def entries_reply(entries: list[tuple[int, list[bytes]]]) -> list:
     """[[id, [field, value, ...]], ...] as Redis emits a range."""
-    return [[format_id(entry_id), fields] for entry_id, fields in entries]
+    return [[b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK), fields] for entry_id, fields in entries]
 
 
 # -- XADD / XTRIM arguments --------------------------------------------------------
