@@ -182,6 +182,12 @@ class Server:
                     return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the process has used (to tell a saturated server from a starved one)."""
+        with open(f"/proc/{self.pid}/stat") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def info(self, section: str = "") -> dict[str, str]:
         reply = self.call("INFO", section) if section else self.call("INFO")
         if isinstance(reply, hiredis.ReplyError):
@@ -427,15 +433,19 @@ class Env:
         Round after round the servers run one after another with the same
         redis-benchmark settings, so a neighbour's load on this shared machine
         spreads over all of them; the best round is the least disturbed one.
-        All rounds' figures stay in `row.extra`.
+        All rounds' figures stay in `row.extra`, with the server's CPU share
+        during each run (1.0 = one core busy: the server was the limit).
         """
         for _ in range(self.rounds):
             for kind, server in servers.items():
                 self.log(f"{row.suite}: {row.name} on {kind}")
+                cpu_before, started = server.cpu_seconds(), time.perf_counter()
                 results = self.redis_benchmark(server, command, tests=tests, **options)
+                cpu_share = (server.cpu_seconds() - cpu_before) / (time.perf_counter() - started)
                 result = results[result_name] if result_name else next(iter(results.values()))
-                runs = row.extra.setdefault(kind, {"rps": [], "p50_ms": [], "p99_ms": []})
+                runs = row.extra.setdefault(kind, {"rps": [], "p50_ms": [], "p99_ms": [], "server_cpu": []})
                 runs["rps"].append(result.rps)
+                runs["server_cpu"].append(round(cpu_share, 2))
                 runs["p50_ms"].append(result.p50_ms)
                 runs["p99_ms"].append(result.p99_ms)
                 setattr(row, kind, max(runs["rps"]))

@@ -9,9 +9,10 @@ group and loops, unpipelined, on
 
 each request waiting for its reply (like redis-benchmark without -P). Each
 worker is one uvloop event loop with a bare asyncio Protocol per connection: a
-hiredis reader parses replies and the XACK request is packed by
-hiredis.pack_command, so the generator's work per operation is the same few
-C calls whatever server answers. All workers connect first, say "ready",
+hiredis reader parses replies, the XACK request is packed by
+hiredis.pack_command, and each reply's callback writes the next request (no
+coroutine per request), so the generator's work per operation is the same
+few calls whatever server answers. All workers connect first, say "ready",
 then start together on the parent's "go" line and count the read+ack pairs they complete in the
 window; a connection stops early if the group runs out of entries
 (`exhausted`).
@@ -44,65 +45,92 @@ class LoadResult:
         return self.pairs / self.seconds
 
 
-class _Connection(asyncio.Protocol):
-    def __init__(self) -> None:
+class _Consumer(asyncio.Protocol):
+    """One consumer connection as a callback state machine: each reply sends the next request.
+
+    No coroutine or future per request: the generator's Python work per
+    command is a feed, a gets and a write.
+    """
+
+    def __init__(self, key: bytes, group: bytes, consumer: bytes, count: int, tally: list, done: asyncio.Future) -> None:
         self.reader = hiredis.Reader()
         self.transport = None
-        self.waiter: asyncio.Future | None = None
+        self.key, self.group = key, group
+        self.read_request = hiredis.pack_command((b"XREADGROUP", b"GROUP", group, consumer, b"COUNT", str(count).encode(), b"STREAMS", key, b">"))
+        self.tally = tally  # shared by the worker's connections: pairs, entries, exhausted, time of the last pair
+        self.done = done
+        self.deadline = 0.0
+        self.acking = False
+        self.finished = False
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
+    def start(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.transport.write(self.read_request)
+
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         reply = self.reader.gets()
-        if reply is not False and self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(reply)
+        while reply is not False:
+            self.on_reply(reply)
+            reply = self.reader.gets()
+
+    def on_reply(self, reply) -> None:
+        if isinstance(reply, hiredis.ReplyError):
+            self.finish(RuntimeError(f"error reply: {reply}"))
+            return
+        if not self.acking:
+            if not reply or not reply[0][1]:
+                self.tally[2] = 1
+                self.finish()
+                return
+            self.acking = True
+            self.transport.write(hiredis.pack_command((b"XACK", self.key, self.group, *[entry[0] for entry in reply[0][1]])))
+            return
+        self.acking = False
+        now = time.perf_counter()
+        if now > self.deadline:
+            self.finish()
+            return
+        tally = self.tally
+        tally[0] += 1
+        tally[1] += reply
+        tally[3] = now
+        self.transport.write(self.read_request)
+
+    def finish(self, error: Exception | None = None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.done[0] -= 1
+        if error is not None and not self.done[1].done():
+            self.done[1].set_exception(error)
+        elif self.done[0] == 0 and not self.done[1].done():
+            self.done[1].set_result(None)
 
     def connection_lost(self, exc) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError(f"connection lost: {exc}"))
-
-    async def call(self, request: bytes):
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
-        reply = await self.waiter
-        if isinstance(reply, hiredis.ReplyError):
-            raise RuntimeError(f"error reply: {reply}")
-        return reply
-
-
-async def _consume(conn: _Connection, key: bytes, group: bytes, consumer: bytes, count: int, deadline: float, tally: list) -> None:
-    read = hiredis.pack_command((b"XREADGROUP", b"GROUP", group, consumer, b"COUNT", str(count).encode(), b"STREAMS", key, b">"))
-    clock = time.perf_counter
-    while clock() < deadline:
-        reply = await conn.call(read)
-        if not reply or not reply[0][1]:
-            tally[2] = 1
-            return
-        ids = [entry[0] for entry in reply[0][1]]
-        acked = await conn.call(hiredis.pack_command((b"XACK", key, group, *ids)))
-        now = clock()
-        if now <= deadline:
-            tally[0] += 1
-            tally[1] += acked
-            tally[3] = max(tally[3], now)
+        if not self.finished:
+            self.finish(ConnectionError(f"connection lost: {exc}"))
 
 
 async def _worker_main(port: int, key: str, group: str, connections: int, count: int, seconds: float, worker: int) -> tuple:
     loop = asyncio.get_running_loop()
+    tally = [0, 0, 0, 0.0]  # pairs, entries, exhausted, time of the last pair counted
+    done = [connections, loop.create_future()]  # connections still running, all finished
     conns = []
-    for _ in range(connections):
-        _, conn = await loop.create_connection(_Connection, "127.0.0.1", port)
+    for index in range(connections):
+        consumer = f"c{worker}-{index}".encode()
+        _, conn = await loop.create_connection(lambda consumer=consumer: _Consumer(key.encode(), group.encode(), consumer, count, tally, done), "127.0.0.1", port)
         conns.append(conn)
     print("ready", flush=True)
     await loop.run_in_executor(None, sys.stdin.readline)  # the parent's "go": all workers start together
     started = time.perf_counter()
-    tally = [0, 0, 0, started]  # pairs, entries, exhausted, time of the last pair counted
-    deadline = started + seconds
-    await asyncio.gather(
-        *(_consume(conn, key.encode(), group.encode(), f"c{worker}-{index}".encode(), count, deadline, tally) for index, conn in enumerate(conns))
-    )
+    tally[3] = started
+    for conn in conns:
+        conn.start(started + seconds)
+    await done[1]
     for conn in conns:
         conn.transport.close()
     tally[3] -= started
