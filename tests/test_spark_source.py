@@ -225,6 +225,10 @@ def test_write_round_trips(spark, r, url):
     assert r.xlen("capped") == 2
     assert r.xinfo_stream("capped")["entries-added"] == 6
 
+    ids = spark.createDataFrame([(f"{i}-0", str(i)) for i in range(1, 6)], "id string, v string")
+    ids.coalesce(1).write.format("millrace").option("url", url).option("stream", "floor").option("minid", "4-0").mode("append").save()
+    assert [entry_id for entry_id, _ in r.xrange("floor")] == ["4-0", "5-0"]
+
     with pytest.raises(Exception) as excinfo:
         df.write.format("millrace").option("url", url).mode("append").save()
     assert "option 'stream' is required" in _error_text(excinfo)
