@@ -25,7 +25,10 @@ _SLOT = 3 * 8  # a dict entry: hash, key and value pointers
     summary="Estimates the memory usage of a key.", complexity="O(N) where N is the number of samples.",
 )
 def memory_usage(ctx, argv):
-    """MEMORY USAGE key [SAMPLES count] -> bytes, or nil when the key does not exist."""
+    """MEMORY USAGE key [SAMPLES count]
+
+    Bytes, or nil when the key does not exist.
+    """
     j = 3
     while j < len(argv):
         if argv[j].lower() == b"samples" and j + 1 < len(argv):
