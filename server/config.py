@@ -37,6 +37,7 @@ class Param:
     alias: str | None = None  # the other name of the same setting (slave-read-only...)
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
+    listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
 
 
 PARAMS: dict[str, Param] = {}
@@ -46,8 +47,8 @@ def _param(name: str, kind: str, default: object, **kw) -> None:
     PARAMS[name] = Param(name, kind, default, **kw)
 
 
-_param("port", "int", 6379, high=65535, mutable=False)
-_param("bind", "string", "127.0.0.1 -::1", mutable=False, multi=True)
+_param("port", "int", 6379, high=65535, listener=True)
+_param("bind", "string", "127.0.0.1 -::1", multi=True, listener=True)
 _param("dir", "string", "./data", protected=True)
 _param("dbfilename", "string", "dump.mpk", protected=True)
 _param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"), mutable=False)
@@ -199,7 +200,10 @@ class Config:
             try:
                 if param.name == "dir" and not startup and not os.path.isdir(raw):
                     raise ConfigError("No such file or directory")
-                parsed.append((param, parse_value(param, raw)))
+                value = parse_value(param, raw)
+                if param.listener and not startup and value != self.values[param.name]:
+                    raise ConfigError("can't set immutable config")
+                parsed.append((param, value))
             except ConfigError as exc:
                 raise _invalid(name, str(exc)) from None
         for param, value in parsed:

@@ -50,7 +50,7 @@ def ping(ctx, argv):
     return argv[1] if len(argv) == 2 else PONG
 
 
-@command("echo", 2, "fast", group="connection", summary="Returns the given string.")
+@command("echo", 2, "fast loading stale", group="connection", summary="Returns the given string.")
 def echo(ctx, argv):
     """ECHO message"""
     return argv[1]
@@ -66,14 +66,14 @@ def select(ctx, argv):
     return OK
 
 
-@command("quit", -1, "no-auth fast loading stale", group="connection", summary="Closes the connection.")
+@command("quit", -1, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Closes the connection.")
 def quit_(ctx, argv):
     """QUIT"""
     ctx.close_after_reply = True
     return OK
 
 
-@command("auth", -2, "no-auth fast loading stale", group="connection", summary="Authenticates the connection.")
+@command("auth", -2, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Authenticates the connection.")
 def auth(ctx, argv):
     """AUTH [username] password"""
     if len(argv) > 3:
@@ -87,7 +87,7 @@ def auth(ctx, argv):
     return OK
 
 
-@command("hello", -1, "no-auth fast loading stale", group="connection", summary="Handshakes with the Redis server.", since="6.0.0")
+@command("hello", -1, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Handshakes with the Redis server.", since="6.0.0")
 def hello(ctx, argv):
     """HELLO [protover [AUTH username password] [SETNAME clientname]] -> server info map."""
     version = ctx.resp
@@ -130,7 +130,7 @@ def hello(ctx, argv):
     )
 
 
-@command("reset", 1, "no-auth fast loading stale", group="connection", summary="Resets the connection.", since="6.2.0")
+@command("reset", 1, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Resets the connection.", since="6.2.0")
 def reset(ctx, argv):
     """RESET: back to a fresh connection's state (Redis's clearClientConnectionState)."""
     server = ctx.server

@@ -34,6 +34,19 @@ GROUP_CATEGORY = {
 }  # fmt: skip
 
 
+# Categories Redis's command JSON adds beyond what flags and group imply.
+EXTRA_CATEGORIES = {
+    "info": ("dangerous",),
+    "lastsave": ("admin", "dangerous"),
+    "keys": ("dangerous",),
+    "flushall": ("keyspace", "dangerous"),
+    "flushdb": ("keyspace", "dangerous"),
+    "swapdb": ("keyspace", "dangerous"),
+    "dbsize": ("keyspace",),
+    "randomkey": ("keyspace",),
+}
+
+
 def lookup(name: bytes) -> Command | None:
     """A command by name, `parent|sub` for a subcommand."""
     parent, _, sub = name.lower().partition(b"|")
@@ -69,6 +82,10 @@ def acl_categories(cmd: Command) -> list[str]:
     group = GROUP_CATEGORY.get(cmd.group)
     if group is not None:
         cats.add(group)
+    top = cmd.parent.name if cmd.parent is not None else cmd.name
+    cats.update(EXTRA_CATEGORIES.get(cmd.name, ()))
+    if top == "command":  # COMMAND and its subcommands are @connection in Redis
+        cats.add("connection")
     return [cat for cat in CATEGORY_ORDER if cat in cats]
 
 

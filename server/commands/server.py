@@ -104,7 +104,7 @@ def config_get(ctx, argv):
 def config_set(ctx, argv):
     """CONFIG SET parameter value [parameter value ...]: all or nothing."""
     if len(argv) % 2:
-        raise ReplyError("ERR wrong number of arguments for 'config|set' command")
+        raise ReplyError(SYNTAX)
     pairs = [(argv[i].decode(errors="replace"), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
     ctx.server.config.set_many(pairs)
     return OK
@@ -233,7 +233,7 @@ def _local(ctx) -> bool:
     return host in ("127.0.0.1", "::1", "localhost") or host.startswith("unix")
 
 
-@command("debug", -2, "admin noscript loading stale protected", group="server", summary="A container for debugging commands.")
+@command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.")
 def debug(ctx, argv):
     """DEBUG subcommand [arg [arg ...]]: the introspection and test hooks that make sense here."""
     allowed = ctx.server.config["enable-debug-command"]

@@ -1,0 +1,272 @@
+"""Differential tests: the same connection/server/introspection commands to
+redis-server (the oracle) and to Millrace, replies and error texts compared
+for everything deterministic. Known 7.0-vs-7.4 differences are left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.rawclient import RawConn
+
+
+@pytest.fixture
+def pair(server, oracle_server):
+    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def same(pair, *args):
+    ours, theirs = pair
+    got, want = ours.call(*args), theirs.call(*args)
+    if args[:2] == ("CONFIG", "GET") and isinstance(want, list):  # Redis's order is its dict's
+        got, want = sorted(zip(got[::2], got[1::2], strict=True)), sorted(zip(want[::2], want[1::2], strict=True))
+    assert repr(got) == repr(want), args  # repr: hiredis errors compare by text
+    return got
+
+
+SEQUENCES = {
+    "unknown": [
+        ("NOSUCH",),
+        ("nosuch", "a", "b"),
+        ("NOSUCH", "x" * 200),
+        ("NOSUCH", *[f"arg{i}" for i in range(40)]),
+        ("",),
+    ],
+    "arity": [
+        ("GET",),
+        ("SET", "k"),
+        ("ECHO",),
+        ("ECHO", "a", "b"),
+        ("PING", "a", "b"),
+        ("SELECT",),
+        ("TIME", "x"),
+        ("LASTSAVE", "x"),
+        ("MONITOR", "x"),
+        ("RESET", "x"),
+        ("CONFIG",),
+        ("CONFIG", "GET"),
+        ("CONFIG", "SET", "hz"),
+        ("CONFIG", "SET", "hz", "10", "maxclients"),
+        ("CONFIG", "RESETSTAT", "x"),
+        ("CLIENT",),
+        ("CLIENT", "ID", "x"),
+        ("CLIENT", "SETNAME"),
+        ("CLIENT", "GETNAME", "x"),
+        ("CLIENT", "KILL"),
+        ("CLIENT", "REPLY"),
+        ("CLIENT", "UNBLOCK"),
+        ("CLIENT", "NO-EVICT"),
+        ("COMMAND", "COUNT", "x"),
+        ("AUTH",),
+        ("FUNCTION",),
+        ("FUNCTION", "LIST", "LIBRARYNAME"),
+    ],
+    "subcommands": [
+        ("CONFIG", "FOO"),
+        ("CLIENT", "FOO"),
+        ("COMMAND", "FOO"),
+        ("FUNCTION", "FOO"),
+        ("CONFIG", "foo", "bar"),
+    ],
+    "connection": [
+        ("PING",),
+        ("PING", "hello"),
+        ("ECHO", ""),
+        ("ECHO", "a\r\nb\x00"),
+        ("SELECT", "15"),
+        ("SELECT", "16"),
+        ("SELECT", "-1"),
+        ("SELECT", "1.5"),
+        ("SELECT", "x"),
+        ("SELECT", "0"),
+        ("AUTH", "x"),
+        ("AUTH", "default", "x"),
+        ("AUTH", "nobody", "x"),
+        ("AUTH", "a", "b", "c"),
+        ("HELLO", "4"),
+        ("HELLO", "0"),
+        ("HELLO", "x"),
+        ("HELLO", "3", "SETNAME"),
+        ("HELLO", "2", "AUTH", "a"),
+        ("HELLO", "2", "FOO"),
+        ("HELLO", "2", "SETNAME", "bad name"),
+        ("HELLO", "2", "AUTH", "nobody", "x"),
+    ],
+    "client": [
+        ("CLIENT", "GETNAME"),
+        ("CLIENT", "SETNAME", "diff-name"),
+        ("CLIENT", "GETNAME"),
+        ("CLIENT", "SETNAME", "bad name"),
+        ("CLIENT", "SETNAME", "bad\nname"),
+        ("CLIENT", "SETNAME", ""),
+        ("CLIENT", "GETNAME"),
+        ("CLIENT", "LIST", "TYPE", "foo"),
+        ("CLIENT", "LIST", "ID", "x"),
+        ("CLIENT", "LIST", "ID", "0"),
+        ("CLIENT", "LIST", "ID", "999999"),
+        ("CLIENT", "LIST", "foo"),
+        ("CLIENT", "LIST", "TYPE", "pubsub"),
+        ("CLIENT", "KILL", "1.2.3.4:5"),
+        ("CLIENT", "KILL", "ID", "x"),
+        ("CLIENT", "KILL", "ID", "0"),
+        ("CLIENT", "KILL", "ID", "999999"),
+        ("CLIENT", "KILL", "TYPE", "foo"),
+        ("CLIENT", "KILL", "TYPE", "pubsub"),
+        ("CLIENT", "KILL", "USER", "nobody"),
+        ("CLIENT", "KILL", "SKIPME", "maybe"),
+        ("CLIENT", "KILL", "foo", "bar"),
+        ("CLIENT", "KILL", "ID", "1", "SKIPME"),
+        ("CLIENT", "REPLY", "foo"),
+        ("CLIENT", "NO-EVICT", "x"),
+        ("CLIENT", "NO-EVICT", "on"),
+        ("CLIENT", "NO-EVICT", "off"),
+        ("CLIENT", "UNBLOCK", "x"),
+        ("CLIENT", "UNBLOCK", "1", "foo"),
+        ("CLIENT", "UNBLOCK", "999999"),
+        ("CLIENT", "UNBLOCK", "999999", "ERROR"),
+    ],
+    "config": [
+        ("CONFIG", "SET", "foo", "bar"),
+        ("CONFIG", "SET", "maxclients", "abc"),
+        ("CONFIG", "SET", "maxclients", "0"),
+        ("CONFIG", "SET", "proto-max-bulk-len", "10"),
+        ("CONFIG", "SET", "proto-max-bulk-len", "abc"),
+        ("CONFIG", "SET", "client-query-buffer-limit", "10"),
+        ("CONFIG", "SET", "appendonly", "maybe"),
+        ("CONFIG", "SET", "appendfsync", "foo"),
+        ("CONFIG", "SET", "maxmemory-policy", "foo"),
+        ("CONFIG", "SET", "databases", "3"),
+        ("CONFIG", "SET", "io-threads", "2"),
+        ("CONFIG", "SET", "dir", "/tmp"),
+        ("CONFIG", "SET", "dbfilename", "x.rdb"),
+        ("CONFIG", "SET", "save", "1 2 3"),
+        ("CONFIG", "SET", "save", "a b"),
+        ("CONFIG", "SET", "port", "70000"),
+        ("CONFIG", "SET", "port", "abc", "maxclients", "xyz"),
+        ("CONFIG", "SET", "hz", "-1"),
+        ("CONFIG", "SET", "maxmemory", "-1"),
+        ("CONFIG", "SET", "maxmemory", "1x"),
+        ("CONFIG", "SET", "timeout", "-1"),
+        ("CONFIG", "SET", "slowlog-log-slower-than", "-2"),
+        ("CONFIG", "SET", "stream-node-max-entries", "-1"),
+        ("CONFIG", "SET", "maxclients", "10", "maxclients", "11"),
+        ("CONFIG", "SET", "maxclients", "10", "MAXCLIENTS", "11"),
+        ("CONFIG", "SET", "maxclients", "77", "hz", "abc"),
+        ("CONFIG", "GET", "maxclients"),
+        ("CONFIG", "SET", "hz", "1000"),
+        ("CONFIG", "GET", "hz"),
+        ("CONFIG", "SET", "hz", "10"),
+        ("CONFIG", "SET", "maxmemory", "1mb", "maxmemory-policy", "allkeys-lru"),
+        ("CONFIG", "GET", "maxmemory", "maxmemory-policy"),
+        ("CONFIG", "SET", "maxmemory", "0", "maxmemory-policy", "noeviction"),
+        ("CONFIG", "SET", "slave-read-only", "no"),
+        ("CONFIG", "GET", "replica-read-only"),
+        ("CONFIG", "SET", "replica-read-only", "yes"),
+        ("CONFIG", "GET", "slave-read-only"),
+        ("CONFIG", "GET", "nosuchparam*"),
+        ("CONFIG", "REWRITE"),
+        ("CONFIG", "RESETSTAT"),
+    ],
+    "command": [
+        ("COMMAND", "GETKEYS", "nosuch", "x"),
+        ("COMMAND", "GETKEYS", "get", "a", "b"),
+        ("COMMAND", "GETKEYS", "echo", "a"),
+        ("COMMAND", "GETKEYS", "set", "a", "b"),
+        ("COMMAND", "GETKEYS", "del", "a", "b", "c"),
+        ("COMMAND", "GETKEYS", "config", "get", "x"),
+        ("COMMAND", "INFO", "nosuch"),
+        ("COMMAND", "LIST", "FILTERBY", "x", "y"),
+        ("COMMAND", "LIST", "foo"),
+        ("COMMAND", "LIST", "FILTERBY", "MODULE", "x"),
+        ("COMMAND", "DOCS", "nosuch"),
+    ],
+    "server": [
+        ("FUNCTION", "LIST"),
+        ("FUNCTION", "FLUSH"),
+        ("FUNCTION", "FLUSH", "SYNC"),
+        ("FUNCTION", "FLUSH", "x"),
+        ("FUNCTION", "LIST", "WITHCODE"),
+        ("FUNCTION", "LIST", "foo"),
+        ("SHUTDOWN", "ABORT"),
+        ("SHUTDOWN", "foo"),
+        ("SHUTDOWN", "SAVE", "NOSAVE"),
+        ("DEBUG", "SLEEP", "0"),
+        ("INFO", "nosuchsection"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SEQUENCES))
+def test_sequences(pair, name):
+    for args in SEQUENCES[name]:
+        same(pair, *args)
+
+
+def test_hello_maps(pair):
+    ours, theirs = pair
+    for args in [("HELLO",), ("HELLO", "2"), ("HELLO", "3"), ("HELLO", "2", "SETNAME", "x"), ("HELLO", "3", "AUTH", "default", "any")]:
+        got, want = ours.call(*args), theirs.call(*args)
+        if isinstance(got, list):
+            got, want = dict(zip(got[::2], got[1::2], strict=True)), dict(zip(want[::2], want[1::2], strict=True))
+        assert list(got) == list(want)
+        for field in (b"version", b"id"):
+            got.pop(field), want.pop(field)
+        assert got == want, args
+    same(pair, "CLIENT", "GETNAME")
+
+
+def test_config_get_defaults_match(pair):
+    names = [
+        "hz", "timeout", "tcp-keepalive", "databases", "appendonly", "appendfsync", "proto-max-bulk-len",
+        "client-query-buffer-limit", "stream-node-max-entries", "stream-node-max-bytes", "maxmemory",
+        "maxmemory-policy", "maxmemory-samples", "busy-reply-threshold", "lua-time-limit", "replica-read-only",
+        "slave-read-only", "replica-serve-stale-data", "slowlog-log-slower-than", "slowlog-max-len",
+        "latency-monitor-threshold", "notify-keyspace-events", "enable-debug-command", "enable-protected-configs",
+        "tcp-backlog", "io-threads", "cluster-enabled", "repl-backlog-size", "activerehashing", "dynamic-hz",
+        "lazyfree-lazy-user-flush", "latency-tracking",
+    ]  # fmt: skip
+    for name in names:
+        same(pair, "CONFIG", "GET", name)
+
+
+def test_client_reply_bytes(pair):
+    ours, theirs = pair
+    script = b"CLIENT REPLY OFF\r\nPING\r\nCLIENT REPLY SKIP\r\nPING\r\nCLIENT REPLY ON\r\nCLIENT REPLY SKIP\r\nECHO a\r\nECHO b\r\n"
+    ours.send(script)
+    theirs.send(script)
+    assert ours.read_raw(until=b"$1\r\nb\r\n") == theirs.read_raw(until=b"$1\r\nb\r\n") == b"+OK\r\n$1\r\nb\r\n"
+
+
+def test_command_info_matches_for_connection_commands(pair):
+    """Arity, flags, key positions and ACL categories of the commands this module owns."""
+    names = ["ping", "echo", "select", "quit", "auth", "hello", "reset", "time", "info", "monitor", "lastsave",
+             "config|get", "config|set", "config|resetstat", "config|rewrite", "client|id", "client|setname",
+             "client|getname", "client|list", "client|info", "client|kill", "client|reply", "client|unblock",
+             "client|no-evict", "command", "command|count", "command|info", "command|docs", "command|list",
+             "function|list", "function|flush", "shutdown", "debug"]  # fmt: skip
+    ours, theirs = pair
+    for name in names:
+        (got,), (want,) = ours.call("COMMAND", "INFO", name), theirs.call("COMMAND", "INFO", name)
+        assert got[:7] == want[:7], name
+
+
+def test_info_fields_present(pair):
+    ours, theirs = pair
+
+    def fields(conn, section):
+        text = conn.call("INFO", section).decode()
+        return {line.split(":", 1)[0] for line in text.split("\r\n") if line and not line.startswith("#")}
+
+    for section, needed in {
+        "server": {"redis_version", "redis_mode", "os", "arch_bits", "process_id", "run_id", "tcp_port", "uptime_in_seconds", "uptime_in_days", "hz", "executable", "config_file"},
+        "clients": {"connected_clients", "maxclients", "blocked_clients", "tracking_clients"},
+        "memory": {"used_memory", "used_memory_human", "used_memory_rss", "used_memory_peak", "maxmemory", "maxmemory_policy", "mem_fragmentation_ratio"},
+        "persistence": {"loading", "rdb_changes_since_last_save", "aof_enabled", "rdb_last_save_time"},
+        "stats": {"total_connections_received", "total_commands_processed", "total_error_replies", "expired_keys", "keyspace_hits", "keyspace_misses", "rejected_connections"},
+        "replication": {"role", "connected_slaves", "master_replid", "master_repl_offset"},
+        "cpu": {"used_cpu_sys", "used_cpu_user"},
+    }.items():
+        assert needed <= fields(theirs, section), section
+        assert needed <= fields(ours, section), section
