@@ -147,6 +147,32 @@ def test_flush_keeps_the_client_waiting(admin, conns):
     assert conn.read() == [[b"s", [[b"9-0", [b"f", b"v"]]]]]
 
 
+def test_reexecution_checks_every_key_type(admin, conns):
+    """Redis 7.2+ runs the blocked XREAD again from the start (7.0 served the data)."""
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "a", "b", "$", "$")
+    wait_blocked(admin, 1)
+    admin.call("SET", "b", "x")  # b is not signalled as a stream: nothing happens
+    assert silent(conn)
+    admin.call("XADD", "a", "1-0", "f", "v")
+    assert str(conn.read()) == "WRONGTYPE Operation against a key holding the wrong kind of value"
+    wait_blocked(admin, 0)
+
+
+def test_changes_without_new_entries_keep_waiting(admin, conns):
+    admin.call("XADD", "s", "1-0", "f", "v")
+    admin.call("XADD", "s", "2-0", "f", "v")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    admin.call("XDEL", "s", "1-0")
+    admin.call("XTRIM", "s", "MAXLEN", "0")
+    admin.call("XSETID", "s", "5-0")
+    assert silent(conn)
+    admin.call("XADD", "s", "6-0", "f", "w")
+    assert conn.read() == [[b"s", [[b"6-0", [b"f", b"w"]]]]]
+
+
 def test_rename_onto_the_key_serves_the_client(admin, conns):
     if not has(admin, "rename"):
         pytest.skip("RENAME is not in this build yet")

@@ -328,15 +328,13 @@ def parse_timeout(arg: bytes, now: int) -> int:
 LAST_ENTRY = -1  # XREAD's `+`: resolved again each time the read is tried
 
 
-def _read(ctx, keys: list[bytes], after: list[int], count: int, skip_wrong_type: bool):
+def _read(ctx, keys: list[bytes], after: list[int], count: int):
     """Entries newer than after[i] in each stream; None when no stream has any."""
     db, now = ctx.db, ctx.server.now
     found = []
     for key, gt in zip(keys, after, strict=True):
-        value = db.lookup(key, now)
-        if type(value) is not Stream:
-            if value is not None and not skip_wrong_type:
-                raise ReplyError("WRONGTYPE Operation against a key holding the wrong kind of value")
+        value = db.lookup_type(key, now, Stream)
+        if value is None:
             continue
         if not value.length:
             continue
@@ -401,7 +399,7 @@ def xread(ctx, argv):
             raise ReplyError("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
         else:
             after.append(parse_strict_id(arg))
-    reply = _read(ctx, keys, after, count, skip_wrong_type=False)
+    reply = _read(ctx, keys, after, count)
     if reply is not None:
         return reply
     if timeout == -1:
@@ -409,10 +407,30 @@ def xread(ctx, argv):
     if timeout > 10**12:
         timeout = 0  # beyond thirty years: wait for ever, the event loop's timers stop there
 
+    seen = {key: _stream_mark(db.lookup(key, now)) for key in keys}
+
     def attempt():
-        return _read(ctx, keys, after, count, skip_wrong_type=True)
+        # Redis runs the blocked XREAD again only when one of its keys is
+        # signalled as a stream (an entry added, a stream created or moved
+        # there); the command then starts over, WRONGTYPE checks included.
+        signalled = False
+        for key in keys:
+            mark = _stream_mark(ctx.db.lookup(key, ctx.server.now))
+            if mark is not None and mark != seen[key]:
+                signalled = True
+            seen[key] = mark
+        if not signalled:
+            return None
+        return _read(ctx, keys, after, count)
 
     return Block(list(keys), timeout, attempt, NULL_ARRAY)
+
+
+def _stream_mark(value) -> tuple | None:
+    """What changes when a stream is signalled: the object (created, renamed) or entries-added (XADD)."""
+    if type(value) is not Stream:
+        return None
+    return value, value.entries_added
 
 
 # -- XINFO STREAM / HELP ---------------------------------------------------------------------
