@@ -181,7 +181,7 @@ class Stream:
     """A Redis stream: nodes of entries plus Redis 7's counters."""
 
     TYPE = "stream"
-    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields")
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -193,6 +193,7 @@ class Stream:
         self.entries_added = 0
         self.groups: dict[bytes, object] = {}  # consumer groups, in creation order
         self._fields: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}  # interned master fields
+        self._rax: tuple[int, int, int, int] | None = None  # (node count, first key, last key, radix-tree-nodes)
 
     def __len__(self) -> int:
         return self.length
@@ -540,10 +541,15 @@ class Stream:
         ideally compressed rax over the same keys, which is what rax builds
         for appended keys (deletions may leave Redis with a few more).
         """
-        keys = [k.to_bytes(16, "big") for k in self.keys]
-        if not keys:
+        if not self.keys:
             return 1
-        return _rax_nodes(keys, 0, len(keys), 0)
+        # Keys only come and go at the ends or as whole nodes, always increasing:
+        # count plus both ends identify the set between two calls.
+        mark = (len(self.keys), self.keys[0], self.keys[-1])
+        if self._rax is None or self._rax[:3] != mark:
+            keys = [k.to_bytes(16, "big") for k in self.keys]
+            self._rax = (*mark, _rax_nodes(keys, 0, len(keys), 0))
+        return self._rax[3]
 
     def memory_usage(self) -> int:
         """Bytes this stream takes in this process (objects, packed nodes, lists)."""
