@@ -1,8 +1,9 @@
 """Redis glob-style patterns (KEYS, SCAN MATCH, CONFIG GET...), as stringmatchlen reads them.
 
-A pattern is compiled once into an equivalent regular expression (cached),
-so matching a whole keyspace runs at regex speed. The translation follows
-Redis's matcher rule by rule, including its quirks:
+A pattern is compiled once (cached) into regular expressions for the pieces
+between its stars, so matching a whole keyspace runs at regex speed and in
+linear time. The translation follows Redis's matcher rule by rule, including
+its quirks:
 
 - `*` any run of bytes, `?` any one byte, `\\x` the byte x literally;
 - `[abc]` `[^abc]` `[a-z]` sets: a reversed range `[z-a]` is the same range,
@@ -44,16 +45,19 @@ def _set_class(members: list[tuple[int, int]], negate: bool, nocase: bool) -> st
     return f"[{'^' if negate else ''}{body}]"
 
 
-def translate(pattern: bytes, nocase: bool = False) -> str:
-    """The regex source (over latin-1 text of bytes) equivalent to a Redis pattern."""
-    out: list[str] = []
+STAR = None  # a '*' among the tokens
+
+
+def tokens(pattern: bytes, nocase: bool = False) -> list[str | None]:
+    """The pattern as STAR markers (runs collapsed) and one-byte regex pieces."""
+    out: list[str | None] = []
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == 42:  # '*'
             while i + 1 < n and pattern[i + 1] == 42:
                 i += 1
-            out.append("[\\x00-\\xff]*")
+            out.append(STAR)
         elif c == 63:  # '?'
             out.append("[\\x00-\\xff]")
         elif c == 91:  # '['
@@ -88,18 +92,67 @@ def translate(pattern: bytes, nocase: bool = False) -> str:
             else:
                 out.append(_byte(c))
         i += 1
-    return "".join(out)
+    return out
+
+
+def translate(pattern: bytes, nocase: bool = False) -> str:
+    """One regex source equivalent to a Redis pattern (for reading; matching uses segments)."""
+    return "".join("[\\x00-\\xff]*" if token is STAR else token for token in tokens(pattern, nocase))
+
+
+def _compile(pieces: list[str]):
+    return re.compile("".join(pieces).encode("latin-1"), re.DOTALL)
 
 
 @lru_cache(maxsize=1024)
 def compile_pattern(pattern: bytes, nocase: bool = False) -> Matcher:
-    """A predicate `match(subject) -> bool` for one pattern; compiled once and cached."""
+    """A predicate `match(subject) -> bool` for one pattern; compiled once and cached.
+
+    Every token but '*' matches exactly one byte, so the pieces between stars
+    have fixed lengths: the first must match at the start, the last at the
+    end, and the middle ones are found left to right by regex search (the
+    leftmost place is always the best). That is linear-time matching, where
+    one backtracking regex with many stars could take polynomial time on a
+    hostile KEYS pattern. Like Redis (its recursion limit), a pattern with
+    more than 1000 stars that are not trailing matches nothing.
+    """
     if not pattern:
         return lambda subject: not subject
-    fullmatch = re.compile(translate(pattern, nocase).encode("latin-1"), re.DOTALL).fullmatch
+    parts = tokens(pattern, nocase)
+    if STAR not in parts:
+        fullmatch = _compile(parts).fullmatch
+        return lambda subject: fullmatch(subject) is not None
+    segments: list[list[str]] = [[]]
+    for token in parts:
+        if token is STAR:
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    if len(segments) - 1 - (not segments[-1]) > 1000:
+        return lambda subject: False
+    first, middle, last = segments[0], segments[1:-1], segments[-1]
+    first_match = _compile(first).match if first else None
+    last_match = _compile(last).fullmatch if last else None
+    middle_search = [_compile(segment).search for segment in middle if segment]
+    needed = len(first) + len(last) + sum(len(segment) for segment in middle)
+    head, tail = len(first), len(last)
 
     def match(subject: bytes) -> bool:
-        return bool(subject) and fullmatch(subject) is not None
+        size = len(subject)
+        if not subject or size < needed:
+            return False
+        if first_match is not None and first_match(subject) is None:
+            return False
+        end = size - tail
+        if last_match is not None and last_match(subject, end) is None:
+            return False
+        position = head
+        for search in middle_search:
+            found = search(subject, position, end)
+            if found is None:
+                return False
+            position = found.end()
+        return True
 
     return match
 

@@ -546,3 +546,10 @@ def test_random_sequence(diff):
     for db in ("0", "1", "2"):
         diff("SELECT", db)
         diff.check_state()
+
+
+def test_glob_star_limit_through_keys(diff):
+    diff(b"SET", b"x" * 1001, b"1")
+    diff(b"SET", b"x" * 1000, b"1")
+    for pattern in (b"*x" * 1001, b"*x" * 1000, b"x*" * 1001, b"*x" * 999 + b"*"):
+        diff(b"KEYS", pattern, mode="sorted")

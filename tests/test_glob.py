@@ -150,3 +150,32 @@ def test_nocase():
     assert stringmatch(b"MAX*", b"maxmemory", nocase=True)
     assert stringmatch(b"[A-C]x", b"bX", nocase=True)
     assert not stringmatch(b"MAX*", b"maxmemory")
+
+
+def test_many_stars_match_in_linear_time():
+    """A backtracking matcher would take ages here; the segment matcher answers at once."""
+    subject = b"a" * 20000
+    assert not stringmatch(b"*a*a*a*a*a*a*a*a*a*a*a*a*b", subject)
+    assert stringmatch(b"*a*a*a*a*a*a*a*a*a*a*a*a*", subject)
+    assert stringmatch(b"a*a?a*[a]", subject)
+
+
+def test_star_nesting_limit_like_redis():
+    assert not stringmatch(b"*x" * 1001, b"x" * 1001)  # Redis's recursion limit: no match
+    assert stringmatch(b"*x" * 1000, b"x" * 1000)
+    assert stringmatch(b"x*" * 1001, b"x" * 1001)  # a trailing star costs no recursion
+
+
+def test_translate_gives_one_equivalent_regex():
+    import re
+
+    for pattern, subject, expected in TABLE:
+        if subject:
+            compiled = re.compile(translate_pattern(pattern).encode("latin-1"), re.DOTALL)
+            assert (compiled.fullmatch(subject) is not None) is expected, (pattern, subject)
+
+
+def translate_pattern(pattern: bytes) -> str:
+    from storage.glob import translate
+
+    return translate(pattern)
