@@ -7,7 +7,10 @@ streamReplyWithRange).
 
 A group's PEL and every consumer's PEL are ordered by entry ID and share the
 same `PendingEntry` objects, so a pending entry is owned by exactly one
-consumer. Pure: times are passed in (`now`, milliseconds), nothing here reads
+consumer. A PEL is a `PendingList`: a dict for lookups plus a sorted list of
+IDs for ranges, cheap for the common pattern (deliveries append the newest
+IDs, acknowledgements remove the oldest) where a balanced tree pays on every
+call. Pure: times are passed in (`now`, milliseconds), nothing here reads
 a clock. The stream is read only through its counters (`len(stream)`,
 `first_id`, `last_id`, `max_deleted_entry_id`, `entries_added`) and
 `stream.get(id)`, so the functions below work on any object with those.
@@ -15,9 +18,8 @@ a clock. The stream is read only through its counters (`len(stream)`,
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import islice
-
-from sortedcontainers import SortedDict
 
 from .stream_id import MAX_ID
 
@@ -35,6 +37,114 @@ class PendingEntry:
         self.delivery_count = delivery_count
 
 
+class PendingList:
+    """Pending entries by ID: dict lookups, ordered iteration and ranges.
+
+    `order` holds the IDs sorted, possibly with stale IDs that were removed
+    from `entries` (removal only counts them); IDs before `head` are all
+    stale. Stale IDs are skipped when iterating, dropped from the ends as they
+    are met, and compacted away once they outnumber the live ones, so every
+    operation is amortized O(1) except an out-of-order insert (O(log n) plus a
+    list insert) and a range seek (O(log n)).
+    """
+
+    __slots__ = ("entries", "order", "head", "stale")
+
+    def __init__(self) -> None:
+        self.entries: dict[int, PendingEntry] = {}
+        self.order: list[int] = []
+        self.head = 0
+        self.stale = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __contains__(self, entry_id: int) -> bool:
+        return entry_id in self.entries
+
+    def __getitem__(self, entry_id: int) -> PendingEntry:
+        return self.entries[entry_id]
+
+    def get(self, entry_id: int) -> PendingEntry | None:
+        return self.entries.get(entry_id)
+
+    def __setitem__(self, entry_id: int, pending: PendingEntry) -> None:
+        entries = self.entries
+        if entry_id in entries:
+            entries[entry_id] = pending
+            return
+        entries[entry_id] = pending
+        order = self.order
+        if not order or entry_id > order[-1]:
+            order.append(entry_id)
+            return
+        i = bisect_left(order, entry_id, self.head)
+        if i < len(order) and order[i] == entry_id:
+            self.stale -= 1  # its stale copy is live again
+        else:
+            order.insert(i, entry_id)
+
+    def pop(self, entry_id: int, default=None):
+        pending = self.entries.pop(entry_id, None)
+        if pending is None:
+            return default
+        self.stale += 1
+        if self.stale > 64 and self.stale > len(self.entries):
+            self._compact()
+        return pending
+
+    def __delitem__(self, entry_id: int) -> None:
+        if self.pop(entry_id) is None:
+            raise KeyError(entry_id)
+
+    def _compact(self) -> None:
+        entries = self.entries
+        self.order = [i for i in self.order[self.head :] if i in entries]
+        self.head = 0
+        self.stale = 0
+
+    def first(self) -> int:
+        """The smallest pending ID (the PEL must not be empty)."""
+        order, entries, head = self.order, self.entries, self.head
+        while order[head] not in entries:
+            head += 1
+            self.stale -= 1
+        self.head = head
+        return order[head]
+
+    def last(self) -> int:
+        """The greatest pending ID (the PEL must not be empty)."""
+        order, entries = self.order, self.entries
+        while order[-1] not in entries:
+            order.pop()
+            self.stale -= 1
+        return order[-1]
+
+    def irange(self, minimum: int = 0, maximum: int = MAX_ID):
+        """Pending IDs with minimum <= id <= maximum, in order (the PEL must not change meanwhile)."""
+        order, entries = self.order, self.entries
+        for i in range(bisect_left(order, minimum, self.head), len(order)):
+            entry_id = order[i]
+            if entry_id > maximum:
+                return
+            if entry_id in entries:
+                yield entry_id
+
+    def __iter__(self):
+        return self.irange()
+
+    def keys(self) -> list[int]:
+        return list(self.irange())
+
+    def items(self):
+        entries = self.entries
+        for entry_id in self.irange():
+            yield entry_id, entries[entry_id]
+
+
 class Consumer:
     """A named reader in a group.
 
@@ -48,7 +158,7 @@ class Consumer:
         self.name = name
         self.seen_time = now
         self.active_time = -1
-        self.pel: SortedDict = SortedDict()  # entry id -> PendingEntry (shared with the group)
+        self.pel = PendingList()  # entry id -> PendingEntry, shared with the group's PEL
 
 
 class ConsumerGroup:
@@ -59,7 +169,7 @@ class ConsumerGroup:
     def __init__(self, last_id: int, entries_read: int = INVALID_ENTRIES_READ) -> None:
         self.last_id = last_id
         self.entries_read = entries_read
-        self.pel: SortedDict = SortedDict()  # entry id -> PendingEntry
+        self.pel = PendingList()  # entry id -> PendingEntry
         self.consumers: dict[bytes, Consumer] = {}
 
     # -- consumers -----------------------------------------------------------
@@ -78,7 +188,7 @@ class ConsumerGroup:
         if consumer is None:
             return None
         pel = self.pel
-        for entry_id in consumer.pel:
+        for entry_id in list(consumer.pel):
             del pel[entry_id]
         return len(consumer.pel)
 
@@ -124,6 +234,34 @@ class ConsumerGroup:
         pending.delivery_time = now
         pending.delivery_count = 1
         return pending
+
+    def add_new(self, entry_ids: list[int], consumer: Consumer, now: int) -> list[PendingEntry]:
+        """First deliveries of increasing IDs (XREADGROUP >): add_pending for each, in bulk when they all go last."""
+        pel, own = self.pel, consumer.pel
+        first = entry_ids[0]
+        if (not pel.order or first > pel.order[-1]) and (not own.order or first > own.order[-1]):
+            added = [PendingEntry(consumer, now) for _ in entry_ids]
+            pairs = dict(zip(entry_ids, added, strict=True))
+            pel.entries.update(pairs)
+            pel.order.extend(entry_ids)
+            own.entries.update(pairs)
+            own.order.extend(entry_ids)
+            return added
+        return [self.add_pending(entry_id, consumer, now) for entry_id in entry_ids]
+
+    def ack_many(self, entry_ids: list[int]) -> list[bool]:
+        """XACK: which of entry_ids were pending (and are acknowledged now)."""
+        entries = self.pel.entries
+        done = []
+        for entry_id in entry_ids:
+            pending = entries.get(entry_id)
+            if pending is None:
+                done.append(False)
+                continue
+            self.pel.pop(entry_id)
+            pending.consumer.pel.pop(entry_id)
+            done.append(True)
+        return done
 
     def ack(self, entry_id: int) -> bool:
         pending = self.pel.pop(entry_id, None)

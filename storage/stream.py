@@ -491,6 +491,9 @@ class Stream:
         self.last_id = last_id
         if entries_added != -1:
             self.entries_added = entries_added
+            for group in self.groups.values():  # newest Redis: no group may have read more than was added
+                if group.entries_read > entries_added:
+                    group.entries_read = entries_added
         if max_deleted_entry_id:
             self.max_deleted_entry_id = max_deleted_entry_id
 

@@ -17,7 +17,15 @@ import bisect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, clamp_entries_read, estimate_entries_read, lag
+from storage.consumer_group import (
+    INVALID_ENTRIES_READ,
+    ConsumerGroup,
+    PendingEntry,
+    PendingList,
+    clamp_entries_read,
+    estimate_entries_read,
+    lag,
+)
 
 
 class ModelStream:
@@ -200,3 +208,26 @@ def test_entries_read_is_clamped_to_entries_added():
     group = ConsumerGroup(0)
     group.set_id(stream.last_id, 100, stream.entries_added)
     assert (group.entries_read, lag(stream, group)) == (1, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "pop", "first", "last", "range"]), st.integers(0, 40), st.integers(0, 40)), max_size=200))
+def test_pending_list_matches_a_sorted_dict(operations):
+    """PendingList (dict + lazily cleaned sorted IDs) behaves like a sorted mapping."""
+    pel = PendingList()
+    model: dict[int, object] = {}
+    for op, a, b in operations:
+        if op == "add":
+            value = PendingEntry(None, a)
+            pel[a] = value
+            model[a] = value
+        elif op == "pop":
+            assert pel.pop(a) is model.pop(a, None)
+        elif op == "first" and model:
+            assert pel.first() == min(model)
+        elif op == "last" and model:
+            assert pel.last() == max(model)
+        elif op == "range":
+            assert list(pel.irange(a, b)) == sorted(k for k in model if a <= k <= b)
+        assert len(pel) == len(model)
+        assert list(pel.items()) == sorted(model.items())

@@ -441,3 +441,13 @@ def test_other_groups_reads_do_not_release_waiters(server, x):
     wait_blocked(x, 1)
     x.execute_command("XADD", "s", "3-0", "f", "3")
     assert blocked.wait().reply == [[b"s", [[b"3-0", [b"f", b"3"]]]]]
+
+
+def test_xsetid_lowering_entries_added_clamps_entries_read(x):
+    """Newest Redis (after redis#15488): a group never reports more entries read than were added."""
+    fill(x, n=5)
+    x.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    x.execute_command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    x.execute_command("XTRIM", "s", "MAXLEN", "2")
+    x.execute_command("XSETID", "s", "5-0", "ENTRIESADDED", "3")
+    assert (groups_info(x, "s")[b"g"][b"entries-read"], groups_info(x, "s")[b"g"][b"lag"]) == (3, 0)

@@ -7,7 +7,9 @@ Effects (see ARCHITECTURE.md): every change is returned as commands that
 replay it exactly, with concrete IDs and absolute times:
 
 - a delivery or a claim: `XCLAIM key group consumer 0 id TIME t RETRYCOUNT n
-  FORCE JUSTID LASTID last` (the PEL entry, its owner, count and time);
+  FORCE JUSTID LASTID last` (the PEL entry, its owner, count and time); the
+  entries one XREADGROUP delivers share owner, time and count (1), so they
+  go in one XCLAIM with all their IDs;
 - a pending entry dropped because its stream entry is gone: `XACK key group id`;
 - the group's cursor: `XGROUP SETID key group last-id ENTRIESREAD n`;
 - a consumer's existence and times: `XGROUP CREATECONSUMER key group name
@@ -24,7 +26,7 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Map, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
-from storage.stream_id import INVALID_ID, MAX_ID, format_id, parse_id
+from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..blocking import Block
 from ..command import COMMANDS, command, container
@@ -36,11 +38,12 @@ NO_KEY = "ERR The XGROUP subcommand requires the key to exist. Note that for CRE
 # -- argument helpers -------------------------------------------------------------
 
 
-def parse_strict_id(arg: bytes, missing_seq: int = 0) -> int:
-    """An explicit ID; `-` and `+` are not accepted (Redis's streamParseStrictIDOrReply)."""
-    if arg == b"-" or arg == b"+":
-        raise ReplyError(INVALID_ID)
-    return parse_id(arg, missing_seq)
+def parse_id_fast(arg: bytes) -> int:
+    """parse_strict_id with a fast path for the canonical `ms-seq` form clients send back."""
+    ms, dash, seq = arg.partition(b"-")
+    if dash and ms.isdigit() and seq.isdigit() and len(ms) < 20 and len(seq) < 20:
+        return int(ms) << 64 | int(seq)
+    return parse_strict_id(arg)
 
 
 def parse_interval_start(arg: bytes) -> int:
@@ -160,7 +163,7 @@ def _xgroup_prologue(ctx, argv: list[bytes], group_must_exist: bool):
 
 @command("xgroup|create", -5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer group.", since="5.0.0")
 def xgroup_create(ctx, argv):
-    """XGROUP CREATE key group id|$ [MKSTREAM] [ENTRIESREAD n] -> OK"""
+    """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read] -> OK"""
     stream, _group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, False)
     if not 5 <= len(argv) <= 8:
         raise _subcommand_syntax(argv)
@@ -188,7 +191,7 @@ def xgroup_create(ctx, argv):
 
 @command("xgroup|setid", -5, "write", keys=(2, 2, 1), group="stream", summary="Sets the last-delivered ID of a consumer group.", since="5.0.0")
 def xgroup_setid(ctx, argv):
-    """XGROUP SETID key group id|$ [ENTRIESREAD n] -> OK"""
+    """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read] -> OK"""
     stream, group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, True)
     if len(argv) not in (5, 7):
         raise _subcommand_syntax(argv)
@@ -260,6 +263,7 @@ XGROUP_HELP = [
 
 @command("xgroup|help", 2, "loading stale", group="stream", summary="Returns helpful text about the different subcommands.", since="5.0.0")
 def xgroup_help(ctx, argv):
+    """XGROUP HELP"""
     return _help("XGROUP", XGROUP_HELP)
 
 
@@ -366,17 +370,29 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroup
     """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK."""
     entries = stream.range(group.last_id + 1, MAX_ID, request.count or None)
     reply = []
+    if not entries:
+        return reply
     group_name = request.group
-    noack = request.noack
-    for entry_id, fields in entries:
-        group.advance(stream, entry_id)
-        if not noack:
-            pending = group.add_pending(entry_id, consumer, now)
-            consumer.active_time = now
-            effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
-        reply.append([format_id(entry_id), fields])
-    if entries:
-        effects.append(setid_effect(key, group_name, group))
+    advance = group.advance
+    for entry_id, _fields in entries:
+        advance(stream, entry_id)
+    if request.noack:
+        for entry_id, fields in entries:
+            reply.append([format_id(entry_id), fields])
+    else:
+        delivered = [entry_id for entry_id, _fields in entries]
+        group.add_new(delivered, consumer, now)
+        wire_ids = [format_id(entry_id) for entry_id in delivered]
+        # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
+        # XCLAIM of them all recreates those PEL entries exactly.
+        effects.append(
+            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
+             b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
+        )  # fmt: skip
+        for wire_id, (_entry_id, fields) in zip(wire_ids, entries, strict=True):
+            reply.append([wire_id, fields])
+        consumer.active_time = now
+    effects.append(setid_effect(key, group_name, group))
     return reply
 
 
@@ -409,7 +425,7 @@ def _streams_reply(ctx, served: list) -> list | Map:
     since="5.0.0", complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
 )  # fmt: skip
 def xreadgroup(ctx, argv):
-    """XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS key... id... -> entries per stream, or nil."""
+    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
     ready = any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved)
@@ -448,11 +464,11 @@ def xack(ctx, argv):
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
         return 0, []
-    ids = [parse_strict_id(arg) for arg in argv[3:]]
-    acked = [entry_id for entry_id in ids if group.ack(entry_id)]
+    ids = [parse_id_fast(arg) for arg in argv[3:]]
+    acked = [arg for done, arg in zip(group.ack_many(ids), argv[3:], strict=True) if done]
     if not acked:
         return 0, []
-    return len(acked), [[b"XACK", argv[1], argv[2], *map(format_id, acked)]]
+    return len(acked), [[b"XACK", argv[1], argv[2], *acked]]
 
 
 # -- XPENDING ---------------------------------------------------------------------
@@ -460,7 +476,7 @@ def xack(ctx, argv):
 
 @command("xpending", -3, "readonly", keys=(1, 1, 1), group="stream", summary="Returns the information and entries from a stream consumer group's pending entries list.", since="5.0.0", complexity="O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.")
 def xpending(ctx, argv):
-    """XPENDING key group [[IDLE min-idle] start end count [consumer]] -> summary, or the pending entries."""
+    """XPENDING key group [[IDLE min-idle-time] start end count [consumer]] -> summary, or the pending entries."""
     argc = len(argv)
     if argc != 3 and not 6 <= argc <= 9:
         raise ReplyError(SYNTAX)
@@ -489,7 +505,7 @@ def xpending(ctx, argv):
         owners = [
             [name, _int_bytes(len(consumer.pel))] for name, consumer in sorted(group.consumers.items()) if consumer.pel
         ]
-        return [len(pel), format_id(pel.keys()[0]), format_id(pel.keys()[-1]), owners]
+        return [len(pel), format_id(pel.first()), format_id(pel.last()), owners]
     consumer = None
     if consumer_name is not None:
         consumer = group.consumers.get(consumer_name)
@@ -520,7 +536,7 @@ def _entry_reply(stream: Stream, entry_id: int, justid: bool):
 
 @command("xclaim", -6, "write fast", keys=(1, 1, 1), group="stream", summary="Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", since="5.0.0", complexity="O(log N) with N being the number of messages in the PEL of the consumer group.")
 def xclaim(ctx, argv):
-    """XCLAIM key group consumer min-idle-time id... [IDLE ms] [TIME ms] [RETRYCOUNT n] [FORCE] [JUSTID] [LASTID id]"""
+    """XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"""
     key, group_name = argv[1], argv[2]
     stream = lookup_stream(ctx, key)
     group = stream.groups.get(group_name) if stream is not None else None
@@ -600,7 +616,7 @@ def xclaim(ctx, argv):
 
 @command("xautoclaim", -6, "write fast", keys=(1, 1, 1), group="stream", summary="Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", since="6.2.0", complexity="O(1) if COUNT is small.")
 def xautoclaim(ctx, argv):
-    """XAUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID] -> [cursor, claimed, deleted IDs]"""
+    """XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID] -> [cursor, claimed, deleted IDs]"""
     key, group_name = argv[1], argv[2]
     min_idle = max(to_int(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM"), 0)
     start = parse_interval_start(argv[5])
