@@ -181,7 +181,7 @@ class Stream:
     """A Redis stream: nodes of entries plus Redis 7's counters."""
 
     TYPE = "stream"
-    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax")
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax", "__weakref__")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []

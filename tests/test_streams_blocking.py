@@ -261,3 +261,23 @@ def test_waiters_are_served_in_the_order_they_blocked():
     assert [client_id for client_id, _reply in Recorder.served] == [3, 1, 2]
     assert Recorder.served[0][1] == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
     assert server.blocking.count == 0
+
+
+def test_a_waiter_does_not_keep_a_deleted_stream_alive():
+    import gc
+    import weakref
+
+    server = Server()
+    Recorder.served = []
+    writer, waiter = Recorder(server), Recorder(server)
+    server.execute(writer, [b"XADD", b"s", b"1-0", b"f", b"v"])
+    stream_ref = weakref.ref(server.keyspace[0].data[b"s"])
+    assert server.execute(waiter, [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"]) is BLOCKED
+    server.execute(writer, [b"DEL", b"s"])
+    server.serve_ready()
+    gc.collect()
+    assert stream_ref() is None
+    assert Recorder.served == []
+    server.execute(writer, [b"XADD", b"s", b"2-0", b"f", b"w"])
+    server.serve_ready()
+    assert Recorder.served == [(waiter.id, [[b"s", [[b"2-0", [b"f", b"w"]]]]])]

@@ -9,6 +9,8 @@ explicit ENTRIESADDED and MAXDELETEDID.
 
 from __future__ import annotations
 
+import weakref
+
 from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Map, Simple
 from server.blocking import Block
@@ -415,10 +417,12 @@ def xread(ctx, argv):
         # there); the command then starts over, WRONGTYPE checks included.
         signalled = False
         for key in keys:
-            mark = _stream_mark(ctx.db.lookup(key, ctx.server.now))
-            if mark is not None and mark != seen[key]:
-                signalled = True
-            seen[key] = mark
+            value = ctx.db.lookup(key, ctx.server.now)
+            if type(value) is Stream:
+                before = seen[key]
+                if before is None or before[0]() is not value or before[1] != value.entries_added:
+                    signalled = True
+            seen[key] = _stream_mark(value)
         if not signalled:
             return None
         return _read(ctx, keys, after, count)
@@ -427,10 +431,13 @@ def xread(ctx, argv):
 
 
 def _stream_mark(value) -> tuple | None:
-    """What changes when a stream is signalled: the object (created, renamed) or entries-added (XADD)."""
+    """What changes when a stream is signalled: the object (created, renamed) or entries-added (XADD).
+
+    A weak reference: a waiting client must not keep a deleted stream alive.
+    """
     if type(value) is not Stream:
         return None
-    return value, value.entries_added
+    return weakref.ref(value), value.entries_added
 
 
 # -- XINFO STREAM / HELP ---------------------------------------------------------------------
