@@ -92,14 +92,19 @@ def _interactive(server, keys: bytes, wait_for: bytes, timeout: float = 10.0) ->
             if not sent and b">" in out:
                 os.write(fd, keys)
                 sent = True
-            if sent and wait_for in out:
+            if sent and wait_for in _plain(out):
                 break
     finally:
         os.write(fd, b"\x03")  # ^C leaves the prompt line
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         os.close(fd)
-    return re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", out)
+    return _plain(out)
+
+
+def _plain(screen: bytes) -> bytes:
+    """The screen bytes without terminal escape sequences."""
+    return re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", screen)
 
 
 def test_interactive_hints_from_command_docs(server):
@@ -111,7 +116,7 @@ def test_interactive_hints_from_command_docs(server):
 
 
 def test_interactive_help(server):
-    screen = _interactive(server, b"HELP CONFIG GET\r", b"since:")
+    screen = _interactive(server, b"HELP CONFIG GET\r", b"group: server")
     text = screen.decode(errors="replace")
     assert "CONFIG GET parameter [parameter ...]" in text
     assert "summary: Returns the effective values of configuration parameters." in text
