@@ -19,6 +19,8 @@ from .errors import ProtocolError
 
 INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE
 INT_MAX = 2**31 - 1
+UNAUTH_MAX_ARGS = 10  # Redis's limits before AUTH (processMultibulkBuffer)
+UNAUTH_MAX_BULK = 16384
 _STAR = 42  # b"*"
 # '*' and nine digits: a count hiredis would allocate as one list before any
 # element arrives (8 bytes a slot; freeing 3e9 slots stalls the server for
@@ -102,13 +104,14 @@ class _HeaderCheck:
     header is seen the rest is payload and it has nothing more to check.
     """
 
-    __slots__ = ("args", "skip", "line", "max_bulk")
+    __slots__ = ("args", "skip", "line", "max_bulk", "unauthenticated")
 
-    def __init__(self, max_bulk: int) -> None:
+    def __init__(self, max_bulk: int, unauthenticated: bool = False) -> None:
         self.args: int | None = None  # arguments still to come; None before '*N'
         self.skip = 0  # payload bytes (with CRLF) still to pass over
         self.line = b""  # a header line not yet ended
         self.max_bulk = max_bulk
+        self.unauthenticated = unauthenticated
 
     def feed(self, data: bytes, pos: int) -> None:
         end = len(data)
@@ -133,11 +136,15 @@ class _HeaderCheck:
                 if header[:1] != b"*" or not _canonical(header[1:]) or int(header[1:]) > INT_MAX:
                     raise ProtocolError("invalid multibulk length")
                 self.args = int(header[1:])
+                if self.unauthenticated and self.args > UNAUTH_MAX_ARGS:
+                    raise ProtocolError("unauthenticated multibulk length")
                 continue
             if header[:1] != b"$":
                 raise ProtocolError(f"expected '$', got '{header[:1].decode('latin-1')}'")
             if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
                 raise ProtocolError("invalid bulk length")
+            if self.unauthenticated and int(header[1:]) > UNAUTH_MAX_BULK:
+                raise ProtocolError("unauthenticated bulk length")
             self.args -= 1
             self.skip = int(header[1:]) + 2
 
@@ -156,6 +163,22 @@ class QueryBufferLimit(ProtocolError):
     """A pending command outgrew client-query-buffer-limit: Redis closes without a reply."""
 
 
+def unauthenticated_error(commands: list) -> int:
+    """Index of the first command over Redis's pre-AUTH limits, or -1.
+
+    Checking stops at an AUTH or HELLO, which may authenticate what follows.
+    """
+    for index, argv in enumerate(commands):
+        if type(argv) is not list:
+            return -1
+        name = argv[0].lower() if argv else b""
+        if len(argv) > UNAUTH_MAX_ARGS or any(len(arg) > UNAUTH_MAX_BULK for arg in argv):
+            return index
+        if name in (b"auth", b"hello"):
+            return -1
+    return -1
+
+
 class RequestReader:
     """Turns a connection's byte stream into argv lists.
 
@@ -171,7 +194,7 @@ class RequestReader:
     -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "max_bulk_len", "max_query_buffer")
+    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "max_bulk_len", "max_query_buffer", "unauthenticated")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
@@ -180,6 +203,7 @@ class RequestReader:
         self._carry = 0
         self._check: _HeaderCheck | None = None
         self._held = b""  # a trailing '*' + digits kept for the next read
+        self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
 
@@ -330,14 +354,14 @@ class RequestReader:
         """A command is incomplete after this read: track its size and check its headers."""
         if completed:
             start = self._boundary(data, pos, commands, first, skipped)
-            self._check = _HeaderCheck(self.max_bulk_len)
+            self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             self._carry = len(data) - start
         elif self._carry >= 0 and self._check is not None:
             start = pos
             self._carry += len(data) - pos
         elif self._carry == 0:  # the first bytes of a command, read from a boundary
             start = pos
-            self._check = _HeaderCheck(self.max_bulk_len)
+            self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             self._carry = len(data) - pos
         else:
             return  # its start is unknown: hiredis alone parses it
@@ -359,7 +383,7 @@ class RequestReader:
             nl = data.find(b"\r\n", at)
             if nl > 0 and data[at + 1 : at + 2] == b"-" and data[at + 2 : nl].isdigit():
                 return nl + 2  # '*-5': Redis ignores counts below 1
-            _HeaderCheck(self.max_bulk_len).feed(data, at)
+            _HeaderCheck(self.max_bulk_len, self.unauthenticated).feed(data, at)
             raise ProtocolError("invalid multibulk length")
         return at
 

@@ -11,7 +11,7 @@ import time
 from collections import deque
 
 from protocol.encoder import encode2, encode3
-from protocol.reader import RequestReader
+from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
 from protocol.reply import OK, QUEUED, Error
 
 from .server import BLOCKED, Server
@@ -36,6 +36,7 @@ class Client(asyncio.Protocol):
         self.resp = 2
         self.encode = encode2
         self.authenticated = not config["requirepass"]
+        self.reader.unauthenticated = not self.authenticated
         self.multi: list | None = None  # queued (command, argv) while in MULTI
         self.multi_error = False
         self.in_exec = False
@@ -105,6 +106,13 @@ class Client(asyncio.Protocol):
         self.last_interaction = now = time.time()
         self.server.now = int(now * 1000)
         commands, error = self.reader.feed(data)
+        if not self.authenticated and commands:
+            over = unauthenticated_error(commands)
+            if over >= 0:  # Redis refuses big requests before AUTH, at the protocol level
+                argv = commands[over]
+                del commands[over:]
+                big = len(argv) > UNAUTH_MAX_ARGS
+                error = f"ERR Protocol error: unauthenticated {'multibulk' if big else 'bulk'} length"
         if error is not None:
             commands.append(error)  # answered in turn, then the link is closed
         if self.blocked is not None or self.pending:

@@ -418,3 +418,25 @@ def test_client_list_idle_and_age(server):
     done.set()
     conn.close()
     watcher.close()
+
+
+def test_unauthenticated_request_limits(secured):
+    """Before AUTH, Redis refuses more than 10 arguments or bulks over 16384 bytes."""
+    conn = RawConn(secured.port)
+    conn.send(b"*11\r\n" + b"$1\r\na\r\n" * 11)
+    assert conn.read_raw(until=b"\r\n") == b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    assert conn.is_closed()
+    conn = RawConn(secured.port)
+    conn.send(b"*10\r\n" + b"$1\r\na\r\n" * 10)
+    assert conn.read_raw(until=b"\r\n").startswith(b"-ERR unknown command 'a'")
+    conn.send(b"*2\r\n$4\r\nECHO\r\n$16384\r\n" + b"x" * 16384 + b"\r\n")
+    assert conn.read_raw(until=b"\r\n") == b"-NOAUTH Authentication required.\r\n"
+    conn.send(b"*2\r\n$4\r\nECHO\r\n$16385\r\n" + b"x" * 100)  # refused from the header alone
+    assert conn.read_raw(until=b"\r\n") == b"-ERR Protocol error: unauthenticated bulk length\r\n"
+    assert conn.is_closed()
+    conn = RawConn(secured.port)
+    conn.send(b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n*11\r\n" + b"$1\r\na\r\n" * 11)
+    assert conn.read_raw(until=b"'a' \r\n").startswith(b"+OK\r\n-ERR unknown command 'a'")
+    conn.send(b"*2\r\n$4\r\nECHO\r\n$20000\r\n" + b"x" * 20000 + b"\r\n")
+    assert conn.read() == b"x" * 20000
+    conn.close()

@@ -34,6 +34,7 @@ def authenticate(ctx, username: bytes, password: bytes) -> None:
     if username != b"default" or (required and password != required.encode()):
         raise ReplyError(WRONGPASS)
     ctx.authenticated = True
+    ctx.reader.unauthenticated = False
 
 
 def validate_name(name: bytes, what: str = "Client names") -> None:
@@ -140,6 +141,7 @@ def reset(ctx, argv):
     ctx.db = server.keyspace[0]
     ctx.set_resp(2)
     ctx.authenticated = not server.config["requirepass"]
+    ctx.reader.unauthenticated = not ctx.authenticated
     ctx.name = b""
     ctx.reply_mode = ON
     ctx.flags_no_evict = False
