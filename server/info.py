@@ -185,12 +185,31 @@ def _persistence(server) -> list[tuple[str, object]]:
     return fields
 
 
+def sample_ops(server, now_ms: int) -> None:
+    """Called from the cron: keep ~1.6 s of (time, commands) samples, like Redis's 16 x 100 ms."""
+    samples = getattr(server, "ops_samples", None)
+    if samples is None:
+        samples = server.ops_samples = []
+    if samples and now_ms - samples[-1][0] < 100:
+        return
+    samples.append((now_ms, server.total_commands_processed))
+    del samples[:-17]
+
+
+def instantaneous_ops(server) -> int:
+    samples = getattr(server, "ops_samples", None)
+    if not samples or len(samples) < 2 or samples[-1][0] == samples[0][0]:
+        return 0
+    (t0, c0), (t1, c1) = samples[0], samples[-1]
+    return max(0, round((c1 - c0) * 1000 / (t1 - t0)))
+
+
 def _stats(server) -> list[tuple[str, object]]:
     stats = server.stats
     return [
         ("total_connections_received", stats["total_connections_received"]),
         ("total_commands_processed", server.total_commands_processed),
-        ("instantaneous_ops_per_sec", 0),
+        ("instantaneous_ops_per_sec", instantaneous_ops(server)),
         ("total_net_input_bytes", stats.get("total_net_input_bytes", 0)),
         ("total_net_output_bytes", stats.get("total_net_output_bytes", 0)),
         ("rejected_connections", stats["rejected_connections"]),

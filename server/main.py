@@ -20,6 +20,7 @@ from protocol.reader import split_args
 from . import REDIS_VERSION, __version__
 from .client import Client
 from .config import PARAMS, Config, ConfigError
+from .info import sample_ops
 from .server import Server
 
 log = logging.getLogger("millrace")
@@ -212,7 +213,20 @@ def _cron(server: Server) -> None:
                 break
     if server.blocking.ready:
         server.serve_ready()
+    sample_ops(server, now)
+    timeout = server.config["timeout"]
+    if timeout and now - getattr(server, "idle_checked", 0) >= 1000:
+        server.idle_checked = now
+        close_idle_clients(server, timeout, now / 1000)
     server.loop.call_later(1 / hz, _cron, server)
+
+
+def close_idle_clients(server: Server, timeout: int, now: float) -> None:
+    """The `timeout` parameter: close clients idle that many seconds (not blocked, not MONITOR)."""
+    for client in list(server.clients.values()):
+        if client.blocked is None and not client.monitor and now - client.last_interaction > timeout:
+            log.debug("Closing idle client")
+            client.kill()
 
 
 def main(argv: list[str] | None = None) -> None:

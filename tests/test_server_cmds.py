@@ -419,3 +419,27 @@ def test_command_docs_arguments_from_syntax(server):
     (_, count) = conn.call("COMMAND", "DOCS", "command|count")
     assert b"arguments" not in count
     conn.close()
+
+
+def test_idle_timeout_closes_clients(server):
+    admin = RawConn(server.port)
+    idle = RawConn(server.port)
+    assert idle.call("PING") == b"PONG"
+    assert admin.call("CONFIG", "SET", "timeout", "1") == b"OK"
+    try:
+        assert idle.is_closed(timeout=4)
+    finally:
+        fresh = RawConn(server.port)
+        fresh.call("CONFIG", "SET", "timeout", "0")
+        fresh.close()
+
+
+def test_instantaneous_ops_per_sec(server):
+    conn = RawConn(server.port)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        conn.send(b"PING\r\n" * 200)
+        conn.read_raw(until=b"+PONG\r\n" * 200, timeout=2)
+    ops = int(conn.call("INFO", "stats").decode().split("instantaneous_ops_per_sec:")[1].split("\r\n")[0])
+    assert ops > 100
+    conn.close()
