@@ -203,7 +203,7 @@ def _cron(server: Server) -> None:
     now = server.clock()
     hz = server.config["hz"]
     deadline = time.perf_counter() + 0.25 / hz
-    for db in server.keyspace.dbs:
+    for db in server.keyspace.dbs if getattr(server, "active_expire", True) else ():  # DEBUG SET-ACTIVE-EXPIRE 0
         while db.expires:
             removed, stale = db.expire_cycle(now)
             if removed:

@@ -443,3 +443,28 @@ def test_instantaneous_ops_per_sec(server):
     ops = int(conn.call("INFO", "stats").decode().split("instantaneous_ops_per_sec:")[1].split("\r\n")[0])
     assert ops > 100
     conn.close()
+
+
+def test_info_everything_parses_with_redis_py(r):
+    r.set("k", "v")
+    r.execute_command("CONFIG", "GET", "hz")
+    info = r.info("everything")
+    assert info["redis_version"] == REDIS_VERSION
+    assert info["cmdstat_config|get"]["calls"] >= 1
+    assert info["db0"]["keys"] == 1
+    assert isinstance(info["used_memory"], int)
+
+
+def test_debug_set_active_expire(server):
+    conn = RawConn(server.port)
+    conn.call("FLUSHALL")
+    assert conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "0") == b"OK"
+    try:
+        conn.call("SET", "shortlived", "v", "PX", "50")
+        time.sleep(0.4)
+        assert conn.call("DBSIZE") == 1  # not expired in the background
+        assert conn.call("GET", "shortlived") is None  # lazily expired on access
+    finally:
+        conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        conn.call("FLUSHALL")
+        conn.close()

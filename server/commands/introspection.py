@@ -154,7 +154,10 @@ def command_docs(cmd: Command) -> Map:
             b"complexity": cmd.complexity.encode(),
         }
     )
-    arguments = syntax.arguments(cmd.handler, cmd.name)
+    try:
+        arguments = syntax.arguments(cmd.handler, cmd.name)
+    except Exception:  # a syntax line the parser cannot read: no argument docs, never an error
+        arguments = []
     if arguments:
         docs[b"arguments"] = arguments
     if cmd.subcommands:
