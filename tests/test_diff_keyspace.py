@@ -426,7 +426,12 @@ KEYS = [f"k{i}" for i in range(10)] + ["other", "k1x"]
 
 
 def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
-    """One random command over a small key pool, and how to compare its reply."""
+    """One random command over a small key pool, and how to compare its reply.
+
+    No TTL is short enough to run out during the test, and no two relative
+    expiry times are equal: the two servers' clocks differ by a millisecond
+    or so, which must never decide a reply (GT/LT, expired or not).
+    """
     key = rng.choice(KEYS)
     value = rng.choice(["0", "1", "-7", "42", "abc", "", "9223372036854775807", "-9223372036854775808", "3.5", "007"])
     kind = rng.randrange(40)
@@ -435,8 +440,10 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
         options = rng.sample(["NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT", "BAD"], rng.choice([0, 0, 1, 1, 2, 3]))
         for option in options:
             args.append(option)
-            if option in ("EX", "PX"):
-                args.append(rng.choice(["100", "5000000", "0", "-1", "x"]))
+            if option == "EX":  # relative times all differ, so GT/LT never race the clock
+                args.append(rng.choice(["107", "0", "-1", "x"]))
+            elif option == "PX":
+                args.append(rng.choice(["5000003", "0", "-1", "x"]))
             elif option == "EXAT":
                 args.append(rng.choice([str(now_s + 500), "1", "0"]))
             elif option == "PXAT":
@@ -466,7 +473,7 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
         if name == "EXPIRE":
             when = rng.choice(["100", "200", "-1", "0", "x", "9223372036854775"])
         elif name == "PEXPIRE":
-            when = rng.choice(["100000", "300000", "-5", "0"])
+            when = rng.choice(["150000", "250001", "-5", "0"])
         elif name == "EXPIREAT":
             when = rng.choice([str(now_s + 300), str(now_s + 600), "1", "0"])
         else:
@@ -492,9 +499,11 @@ def random_command(rng: random.Random, now_s: int) -> tuple[list, str]:
     if kind == 28:
         return [rng.choice(["SETNX", "GETSET"]), key, value], "exact"
     if kind == 29:
-        return [rng.choice(["SETEX", "PSETEX"]), key, rng.choice(["100", "200000", "0", "x"]), value], "exact"
+        if rng.random() < 0.5:
+            return ["SETEX", key, rng.choice(["113", "0", "x"]), value], "exact"
+        return ["PSETEX", key, rng.choice(["200017", "0", "x"]), value], "exact"
     if kind == 30:
-        option = rng.choice([[], ["PERSIST"], ["EX", "100"], ["PX", "0"], ["EXAT", "1"], ["PXAT", str((now_s + 900) * 1000)], ["NX"]])
+        option = rng.choice([[], ["PERSIST"], ["EX", "131"], ["PX", "0"], ["EXAT", "1"], ["PXAT", str((now_s + 900) * 1000)], ["NX"]])
         return ["GETEX", key, *option], "exact"
     if kind == 31:
         return ["GETRANGE", key, rng.choice(["0", "-1", "2", "-100"]), rng.choice(["0", "-1", "3", "100", "-3"])], "exact"

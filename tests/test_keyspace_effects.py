@@ -264,3 +264,18 @@ def test_incrbyfloat_propagates_the_exact_value(p):
     p("INCRBYFLOAT", "f", "0.1")
     p("INCRBYFLOAT", "f", "0.2")
     assert p.effects()[1:] == [[b"SET", b"f", b"0.1", b"KEEPTTL"], [b"SET", b"f", b"0.3", b"KEEPTTL"]]
+
+
+def test_watch_fails_for_a_key_expired_but_not_yet_removed(p):
+    p("SET", "k", "1", "PX", "10")
+    p("WATCH", "k")
+    p.server.now += 20  # nobody touches k: no lazy or active expiry ran
+    p("MULTI")
+    p("SET", "x", "1")
+    assert p("EXEC") is NULL_ARRAY
+    assert b"k" in p.server.keyspace[0].data
+    p("SET", "j", "1", "PX", "10")
+    p.server.now += 20
+    p("WATCH", "j")  # already expired when watched: removed now, and no change later
+    p("MULTI")
+    assert p("EXEC") == []

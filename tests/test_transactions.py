@@ -163,8 +163,8 @@ def test_watch_by_expire_rename_del(s, other):
 
 
 def test_watch_expiry(s, other):
-    s("SET", "w", "1", "PX", "30")
-    assert exec_after(s, lambda: time.sleep(0.06)) is None  # expired since WATCH, even if nobody looked
+    s("SET", "w", "1", "PX", "400")  # long enough to be alive at WATCH even on a loaded machine
+    assert exec_after(s, lambda: time.sleep(0.45)) is None  # expired since WATCH, even if nobody looked
     s("SET", "w", "1", "PX", "20")
     time.sleep(0.04)
     assert exec_after(s, lambda: None) == [b"OK"]  # already expired when watched: no change
