@@ -27,7 +27,7 @@ def blocked_clients(conn: RawConn) -> int:
 
 
 def wait_blocked(conn: RawConn, n: int) -> None:
-    for _ in range(250):
+    for _ in range(500):
         if blocked_clients(conn) == n:
             return
         time.sleep(0.01)
