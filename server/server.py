@@ -27,6 +27,9 @@ Effects = list[list[bytes]]
 
 # Commands that run at once even inside MULTI, as in Redis.
 NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
+# Consumer-group bookkeeping Redis signals neither to WATCH nor to blocked readers
+# (t_stream.c calls no signalModifiedKey/signalKeyAsReady for XREADGROUP, XACK, XCLAIM...).
+QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsumer", "xgroup|delconsumer"})
 BLOCKED = object()  # execute() result: the client is now waiting
 
 
@@ -174,6 +177,8 @@ class Server:
             return
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+        if cmd.name in QUIET_EFFECTS:
+            return
         for key in cmd.get_keys(argv):
             self.touch(db, key)
 

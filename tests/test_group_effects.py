@@ -1,6 +1,6 @@
 """The effects of consumer-group commands replay into exactly the same state.
 
-Random workloads (XADD/XDEL/XTRIM/DEL and every group command, with the clock
+Random workloads (XADD/XDEL/XTRIM/XSETID/DEL and every group command, with the clock
 moving) run through an in-process Server; its propagated effects are applied
 to a fresh Server through a LoadingClient, and the two keyspaces are compared
 field by field: entries, stream counters, groups (last-delivered-id,
@@ -83,6 +83,15 @@ class Workload:
         top = stream.last_id >> 64 if isinstance(stream, Stream) else 5
         return f"{self.rng.randint(0, top + 2)}-{self.rng.randint(0, 1)}"
 
+    def setid(self, key: bytes) -> None:
+        """XSETID, sometimes lowering entries-added below what groups have read (they are clamped)."""
+        stream = self.client.db.data.get(key)
+        if not isinstance(stream, Stream):
+            return
+        added = max(len(stream), stream.entries_added - self.rng.randint(0, 3))
+        last = stream.last_id + self.rng.randint(0, 1)
+        self.run("XSETID", key, f"{last >> 64}-{last & ((1 << 64) - 1)}", "ENTRIESADDED", added)
+
     def step(self) -> None:
         rng = self.rng
         key = rng.choice(KEYS)
@@ -91,13 +100,14 @@ class Workload:
         self.server.now += rng.choice([0, 0, 1, 7, 250, 5000])
         roll = rng.random()
         if roll < 0.22:
-            self.run("XADD", key, "*", "f", rng.randint(0, 9))
+            trim = rng.choice([[], [], ["MAXLEN", "~", rng.randint(0, 5)], ["MAXLEN", rng.randint(0, 5)]])
+            self.run("XADD", key, *trim, "*", "f", rng.randint(0, 9))
         elif roll < 0.26:
             self.run("XDEL", key, *[self.some_id(key) for _ in range(rng.randint(1, 3))])
         elif roll < 0.29:
             self.run("XTRIM", key, "MAXLEN", rng.randint(0, 6))
-        elif roll < 0.30:
-            self.run("DEL", key)
+        elif roll < 0.32:
+            self.run("DEL", key) if rng.random() < 0.3 else self.setid(key)
         elif roll < 0.37:
             start = rng.choice(["0", "$", self.some_id(key)])
             extra = rng.choice([[], ["MKSTREAM"], ["ENTRIESREAD", rng.randint(0, 8)]])
@@ -161,6 +171,7 @@ def test_effects_replay_to_the_same_state(seed):
     for _ in range(250):
         work.step()
     assert any(a[0] == b"XREADGROUP" and type(r) is not Error and r is not NULL_ARRAY for a, r in work.replies)
+    assert any(a[0] == b"XSETID" and type(r) is not Error for a, r in work.replies) or seed % 4
     fresh = replay(work.batches, work.server.now + 60_000)
     assert dump(fresh) == dump(work.server)
 

@@ -451,3 +451,24 @@ def test_xsetid_lowering_entries_added_clamps_entries_read(x):
     x.execute_command("XTRIM", "s", "MAXLEN", "2")
     x.execute_command("XSETID", "s", "5-0", "ENTRIESADDED", "3")
     assert (groups_info(x, "s")[b"g"][b"entries-read"], groups_info(x, "s")[b"g"][b"lag"]) == (3, 0)
+
+
+def test_group_bookkeeping_does_not_touch_watched_keys(server, x, other):
+    """As in Redis: reads, acks and claims by a group change no key WATCH can see; XADD and DESTROY do."""
+    fill(x, n=3)
+    x.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    x.execute_command("WATCH", "s")
+    other.execute_command("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">")
+    other.execute_command("XACK", "s", "g", "1-0")
+    other.execute_command("XCLAIM", "s", "g", "d", "0", "2-0")
+    other.execute_command("XGROUP", "SETID", "s", "g", "0")
+    other.execute_command("XGROUP", "CREATECONSUMER", "s", "g", "e")
+    x.execute_command("MULTI")
+    x.execute_command("XLEN", "s")
+    assert x.execute_command("EXEC") == [3]
+    for change in (["XADD", "s", "9-0", "f", "9"], ["XGROUP", "DESTROY", "s", "g"]):
+        x.execute_command("WATCH", "s")
+        other.execute_command(*change)
+        x.execute_command("MULTI")
+        x.execute_command("XLEN", "s")
+        assert x.execute_command("EXEC") is None

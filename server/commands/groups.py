@@ -196,7 +196,11 @@ def xgroup_setid(ctx, argv):
     if len(argv) not in (5, 7):
         raise _subcommand_syntax(argv)
     last_id = stream.last_id if argv[4] == b"$" else parse_id(argv[4], 0)
-    group.set_id(last_id, entries_read, stream.entries_added)
+    if getattr(ctx, "loading", False):
+        # An effect states the counter exactly, even one a read pushed past a lowered entries-added.
+        group.last_id, group.entries_read = last_id, entries_read
+    else:
+        group.set_id(last_id, entries_read, stream.entries_added)
     return OK, [setid_effect(argv[2], argv[3], group)]
 
 
