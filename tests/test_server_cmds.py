@@ -468,3 +468,15 @@ def test_debug_set_active_expire(server):
         conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
         conn.call("FLUSHALL")
         conn.close()
+
+
+def test_reset_leaves_monitor_mode(server):
+    mon = RawConn(server.port)
+    assert mon.call("MONITOR") == b"OK"
+    assert mon.call("RESET") == b"RESET"
+    other = RawConn(server.port)
+    other.call("PING")
+    assert mon.call("CLIENT", "INFO").decode().split(" flags=")[1].split(" ")[0] == "N"
+    assert mon.call("ECHO", "after") == b"after"  # no monitor line arrived in between
+    mon.close()
+    other.close()
