@@ -37,14 +37,26 @@ class Database:
     def __len__(self) -> int:
         return len(self.data)
 
+    # What a lookup does with a key past its expiry time (Redis's expireIfNeeded):
+    # "delete" it (a primary; the server propagates the DEL), "hide" it (a replica
+    # answering its clients: missing, but kept until the primary's DEL arrives), or
+    # "keep" it (while applying loaded or replicated effects: Redis never expires
+    # keys there, so a PERSIST or PEXPIREAT recorded in time still finds its key).
+    # Set on the class by the loader/replica code; only read on the expired path.
+    expiry = "delete"
+
     def lookup(self, key: bytes, now: int):
-        """The live value at key, or None; an expired key is removed on the way."""
+        """The live value at key, or None; an expired key is removed on the way (see `expiry`)."""
         expires = self.expires
         if expires:
             when = expires.get(key)
             if when is not None and when < now and now:
-                self._expire(key)
-                return None
+                mode = self.expiry
+                if mode == "delete":
+                    self._expire(key)
+                    return None
+                if mode == "hide":
+                    return None
         return self.data.get(key)
 
     def lookup_type(self, key: bytes, now: int, kind: type):

@@ -17,6 +17,7 @@ import server.commands  # noqa: F401  (registers the command table)
 from protocol.reply import NULL_ARRAY, Error
 from server.client import Client, LoadingClient
 from server.server import Server
+from storage.keyspace import Database
 from tests.test_diff_keyspace import KEYS, random_command
 
 T0 = 1_700_000_000_000
@@ -185,9 +186,14 @@ def snapshot(srv: Server):
     return [(dict(db.data), dict(db.expires)) for db in srv.keyspace.dbs]
 
 
+@pytest.mark.parametrize("expiry", ["delete", "keep"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_replayed_effects_rebuild_the_same_keyspace(seed):
-    """A random workload (with short TTLs, clock jumps, active expiry and transactions) replays exactly."""
+def test_replayed_effects_rebuild_the_same_keyspace(seed, expiry):
+    """A random workload (with short TTLs, clock jumps, active expiry and transactions) replays exactly.
+
+    Replayed at the primary's instants, both with lazy expiry on and in the
+    "keep" mode a loader or replica uses (expired keys only go by the DELs).
+    """
     rng = random.Random(seed)
     p = Primary()
     clients = [p.client, Client(p.server)]
@@ -225,14 +231,18 @@ def test_replayed_effects_rebuild_the_same_keyspace(seed):
     replica = Server()
     loader = LoadingClient(replica)
     applied = 0
-    for upto, expected in checkpoints:
-        for now, batch in p.batches[applied:upto]:
-            replica.now = now
-            for argv in batch:
-                reply = replica.execute(loader, argv)
-                assert not isinstance(reply, Error), (argv, reply)
-        applied = upto
-        assert snapshot(replica) == expected, f"after {upto} batches"
+    Database.expiry = expiry
+    try:
+        for upto, expected in checkpoints:
+            for now, batch in p.batches[applied:upto]:
+                replica.now = now
+                for argv in batch:
+                    reply = replica.execute(loader, argv)
+                    assert not isinstance(reply, Error), (argv, reply)
+            applied = upto
+            assert snapshot(replica) == expected, f"after {upto} batches"
+    finally:
+        Database.expiry = "delete"
     assert sum(len(db.data) for db in p.server.keyspace.dbs) > 0
 
 
@@ -279,3 +289,27 @@ def test_watch_fails_for_a_key_expired_but_not_yet_removed(p):
     p("WATCH", "j")  # already expired when watched: removed now, and no change later
     p("MULTI")
     assert p("EXEC") == []
+
+
+def test_late_replay_needs_keep_mode(p):
+    """Effects applied later than they happened (AOF load, a lagging replica) must not expire keys themselves."""
+    p("SET", "k", "v", "PX", "10")
+    p.server.now += 5
+    p("PERSIST", "k")
+    batches = [batch for _, batch in p.batches]
+
+    def replay(mode: str) -> dict:
+        replica = Server()
+        replica.now = T0 + 1000  # well after the original TTL
+        loader = LoadingClient(replica)
+        Database.expiry = mode
+        try:
+            for batch in batches:
+                for argv in batch:
+                    replica.execute(loader, argv)
+        finally:
+            Database.expiry = "delete"
+        return dict(replica.keyspace[0].data)
+
+    assert replay("keep") == {b"k": b"v"}  # as on the primary
+    assert replay("delete") == {}  # the PERSIST found its key expired: why loaders use "keep"

@@ -167,3 +167,17 @@ def test_swap_and_flush_drop_scan_snapshots():
     keyspace.swap(0, 1)
     assert keyspace[0].scan_index is None and keyspace[1].scan_index is None
     assert keyspace[1].scan(0, 10, NOW) == (0, [b"x"])
+
+
+def test_expiry_modes_for_primary_replica_and_loading():
+    db = Database(0)
+    db.set(b"k", b"v")
+    db.set_expire(b"k", NOW - 1)
+    try:
+        Database.expiry = "keep"  # applying loaded/replicated effects
+        assert db.lookup(b"k", NOW) == b"v" and db.expired == []
+        Database.expiry = "hide"  # a replica answering reads
+        assert db.lookup(b"k", NOW) is None and b"k" in db.data and db.expired == []
+    finally:
+        Database.expiry = "delete"
+    assert db.lookup(b"k", NOW) is None and b"k" not in db.data and db.expired == [b"k"]
