@@ -104,7 +104,9 @@ class Client(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_interaction = now = time.time()
-        self.server.now = int(now * 1000)
+        server = self.server
+        server.now = int(now * 1000)
+        server.net_input_bytes += len(data)
         commands, error = self.reader.feed(data)
         if not self.authenticated and commands:
             over = unauthenticated_error(commands)
@@ -162,7 +164,9 @@ class Client(asyncio.Protocol):
         transport = self.transport
         if transport is not None:
             if out:
-                transport.write(out[0] if len(out) == 1 else b"".join(out))
+                payload = out[0] if len(out) == 1 else b"".join(out)
+                server.net_output_bytes += len(payload)
+                transport.write(payload)
             if self.close_after_reply:
                 transport.close()
 

@@ -126,8 +126,11 @@ def _memory(server) -> list[tuple[str, object]]:
     rss = rss_bytes()
     peak = max(getattr(server, "memory_peak", 0), rss)
     server.memory_peak = peak
+    startup = min(getattr(server, "memory_startup", 0), rss)
+    dataset = rss - startup
     system = total_system_memory()
     maxmemory = server.config["maxmemory"]
+    clients = sum(c.transport.get_write_buffer_size() for c in server.clients.values() if c.transport is not None)
     return [
         ("used_memory", rss),
         ("used_memory_human", bytes_to_human(rss)),
@@ -136,20 +139,50 @@ def _memory(server) -> list[tuple[str, object]]:
         ("used_memory_peak", peak),
         ("used_memory_peak_human", bytes_to_human(peak)),
         ("used_memory_peak_perc", f"{100 * rss / peak:.2f}%" if peak else "0.00%"),
-        ("used_memory_startup", getattr(server, "memory_startup", 0)),
-        ("used_memory_lua", 0),
-        ("used_memory_lua_human", "0B"),
-        ("used_memory_scripts", 0),
-        ("used_memory_scripts_human", "0B"),
-        ("number_of_cached_scripts", 0),
+        ("used_memory_overhead", startup + clients),
+        ("used_memory_startup", startup),
+        ("used_memory_dataset", dataset),
+        ("used_memory_dataset_perc", f"{100 * dataset / rss:.2f}%" if rss else "0.00%"),
+        ("allocator_allocated", rss),
+        ("allocator_active", rss),
+        ("allocator_resident", rss),
         ("total_system_memory", system),
         ("total_system_memory_human", bytes_to_human(system)),
+        ("used_memory_lua", 0),
+        ("used_memory_vm_eval", 0),
+        ("used_memory_lua_human", "0B"),
+        ("used_memory_scripts_eval", 0),
+        ("number_of_cached_scripts", 0),
+        ("number_of_functions", 0),
+        ("number_of_libraries", 0),
+        ("used_memory_vm_functions", 0),
+        ("used_memory_vm_total", 0),
+        ("used_memory_vm_total_human", "0B"),
+        ("used_memory_functions", 0),
+        ("used_memory_scripts", 0),
+        ("used_memory_scripts_human", "0B"),
         ("maxmemory", maxmemory),
         ("maxmemory_human", bytes_to_human(maxmemory)),
         ("maxmemory_policy", server.config["maxmemory-policy"]),
+        ("allocator_frag_ratio", "1.00"),
+        ("allocator_frag_bytes", 0),
+        ("allocator_rss_ratio", "1.00"),
+        ("allocator_rss_bytes", 0),
+        ("rss_overhead_ratio", "1.00"),
+        ("rss_overhead_bytes", 0),
         ("mem_fragmentation_ratio", "1.00"),
+        ("mem_fragmentation_bytes", 0),
+        ("mem_not_counted_for_evict", 0),
+        ("mem_replication_backlog", 0),
+        ("mem_total_replication_buffers", 0),
+        ("mem_clients_slaves", 0),
+        ("mem_clients_normal", clients),
+        ("mem_cluster_links", 0),
+        ("mem_aof_buffer", 0),
         ("mem_allocator", "libc"),
+        ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
+        ("lazyfreed_objects", 0),
     ]
 
 
@@ -160,6 +193,7 @@ def _persistence(server) -> list[tuple[str, object]]:
         ("async_loading", 0),
         ("current_cow_peak", 0),
         ("current_cow_size", 0),
+        ("current_cow_size_age", 0),
         ("current_fork_perc", "0.00"),
         ("current_save_keys_processed", 0),
         ("current_save_keys_total", 0),
@@ -169,6 +203,10 @@ def _persistence(server) -> list[tuple[str, object]]:
         ("rdb_last_bgsave_status", "ok"),
         ("rdb_last_bgsave_time_sec", -1),
         ("rdb_current_bgsave_time_sec", -1),
+        ("rdb_saves", 0),
+        ("rdb_last_cow_size", 0),
+        ("rdb_last_load_keys_expired", 0),
+        ("rdb_last_load_keys_loaded", 0),
         ("aof_enabled", 1 if server.config["appendonly"] else 0),
         ("aof_rewrite_in_progress", 0),
         ("aof_rewrite_scheduled", 0),
@@ -176,7 +214,11 @@ def _persistence(server) -> list[tuple[str, object]]:
         ("aof_current_rewrite_time_sec", -1),
         ("aof_last_bgrewrite_status", "ok"),
         ("aof_rewrites", 0),
+        ("aof_rewrites_consecutive_failures", 0),
         ("aof_last_write_status", "ok"),
+        ("aof_last_cow_size", 0),
+        ("module_fork_in_progress", 0),
+        ("module_fork_last_cow_size", 0),
     ]
     if persistence is not None:  # the persistence layer may refine or add fields
         merged = dict(fields)
@@ -186,22 +228,23 @@ def _persistence(server) -> list[tuple[str, object]]:
 
 
 def sample_ops(server, now_ms: int) -> None:
-    """Called from the cron: keep ~1.6 s of (time, commands) samples, like Redis's 16 x 100 ms."""
+    """Called from the cron: keep ~1.6 s of samples, like Redis's 16 x 100 ms."""
     samples = getattr(server, "ops_samples", None)
     if samples is None:
         samples = server.ops_samples = []
     if samples and now_ms - samples[-1][0] < 100:
         return
-    samples.append((now_ms, server.total_commands_processed))
+    samples.append((now_ms, server.total_commands_processed, server.net_input_bytes, server.net_output_bytes))
     del samples[:-17]
 
 
-def instantaneous_ops(server) -> int:
+def _rate(server, index: int) -> float:
+    """Per-second rate of sample field `index` over the sampled window."""
     samples = getattr(server, "ops_samples", None)
     if not samples or len(samples) < 2 or samples[-1][0] == samples[0][0]:
-        return 0
-    (t0, c0), (t1, c1) = samples[0], samples[-1]
-    return max(0, round((c1 - c0) * 1000 / (t1 - t0)))
+        return 0.0
+    first, last = samples[0], samples[-1]
+    return max(0.0, (last[index] - first[index]) * 1000 / (last[0] - first[0]))
 
 
 def _stats(server) -> list[tuple[str, object]]:
@@ -209,9 +252,15 @@ def _stats(server) -> list[tuple[str, object]]:
     return [
         ("total_connections_received", stats["total_connections_received"]),
         ("total_commands_processed", server.total_commands_processed),
-        ("instantaneous_ops_per_sec", instantaneous_ops(server)),
-        ("total_net_input_bytes", stats.get("total_net_input_bytes", 0)),
-        ("total_net_output_bytes", stats.get("total_net_output_bytes", 0)),
+        ("instantaneous_ops_per_sec", round(_rate(server, 1))),
+        ("total_net_input_bytes", server.net_input_bytes),
+        ("total_net_output_bytes", server.net_output_bytes),
+        ("total_net_repl_input_bytes", 0),
+        ("total_net_repl_output_bytes", 0),
+        ("instantaneous_input_kbps", f"{_rate(server, 2) / 1024:.2f}"),
+        ("instantaneous_output_kbps", f"{_rate(server, 3) / 1024:.2f}"),
+        ("instantaneous_input_repl_kbps", "0.00"),
+        ("instantaneous_output_repl_kbps", "0.00"),
         ("rejected_connections", stats["rejected_connections"]),
         ("sync_full", 0),
         ("sync_partial_ok", 0),
@@ -219,9 +268,11 @@ def _stats(server) -> list[tuple[str, object]]:
         ("expired_keys", stats["expired_keys"]),
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),
+        ("expire_cycle_cpu_milliseconds", 0),
         ("evicted_keys", 0),
         ("evicted_clients", 0),
         ("total_eviction_exceeded_time", 0),
+        ("current_eviction_exceeded_time", 0),
         ("keyspace_hits", stats["keyspace_hits"]),
         ("keyspace_misses", stats["keyspace_misses"]),
         ("pubsub_channels", 0),
@@ -230,13 +281,21 @@ def _stats(server) -> list[tuple[str, object]]:
         ("latest_fork_usec", 0),
         ("total_forks", 0),
         ("migrate_cached_sockets", 0),
+        ("slave_expires_tracked_keys", 0),
+        ("active_defrag_hits", 0),
+        ("active_defrag_misses", 0),
+        ("active_defrag_key_hits", 0),
+        ("active_defrag_key_misses", 0),
         ("total_active_defrag_time", 0),
+        ("current_active_defrag_time", 0),
         ("tracking_total_keys", 0),
+        ("tracking_total_items", 0),
+        ("tracking_total_prefixes", 0),
         ("unexpected_error_replies", 0),
         ("total_error_replies", stats["total_error_replies"]),
         ("dump_payload_sanitizations", 0),
-        ("total_reads_processed", stats.get("total_reads_processed", 0)),
-        ("total_writes_processed", stats.get("total_writes_processed", 0)),
+        ("io_threaded_reads_processed", 0),
+        ("io_threaded_writes_processed", 0),
         ("client_query_buffer_limit_disconnections", stats.get("client_query_buffer_limit_disconnections", 0)),
         ("client_output_buffer_limit_disconnections", 0),
         ("reply_buffer_shrinks", 0),

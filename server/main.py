@@ -20,7 +20,7 @@ from protocol.reader import split_args
 from . import REDIS_VERSION, __version__
 from .client import Client
 from .config import PARAMS, Config, ConfigError
-from .info import sample_ops
+from .info import rss_bytes, sample_ops
 from .server import Server
 
 log = logging.getLogger("millrace")
@@ -182,6 +182,7 @@ async def serve(server: Server) -> None:
                 raise
             log.warning("Could not bind %s: %s", host, exc)
     server.port = listeners[0].sockets[0].getsockname()[1]
+    server.memory_startup = rss_bytes()
     stopped = loop.create_future()
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -50,6 +50,7 @@ class Server:
         self.start_time = time.time()
         self.now = int(self.start_time * 1000)
         self.dirty = 0
+        self.net_input_bytes = self.net_output_bytes = 0  # INFO total_net_input/output_bytes
         self.stats: dict[str, int] = dict.fromkeys(
             (
                 "total_connections_received",

@@ -480,3 +480,17 @@ def test_reset_leaves_monitor_mode(server):
     assert mon.call("ECHO", "after") == b"after"  # no monitor line arrived in between
     mon.close()
     other.close()
+
+
+def test_info_net_bytes(server):
+    conn = RawConn(server.port)
+    before = conn.call("INFO", "stats").decode()
+    conn.call("ECHO", "x" * 10000)
+    after = conn.call("INFO", "stats").decode()
+
+    def field(text, name):
+        return int(text.split(f"{name}:")[1].split("\r\n")[0])
+
+    assert field(after, "total_net_input_bytes") - field(before, "total_net_input_bytes") >= 10000 + 2 * 20
+    assert field(after, "total_net_output_bytes") - field(before, "total_net_output_bytes") >= 10000 + len(before)
+    conn.close()
