@@ -215,6 +215,8 @@ def _cron(server: Server) -> None:
     if server.blocking.ready:
         server.serve_ready()
     sample_ops(server, now)
+    maxmemory = server.config["maxmemory"]
+    server.oom = bool(maxmemory) and rss_bytes() > maxmemory  # no eviction: Redis's noeviction answer
     timeout = server.config["timeout"]
     if timeout and now - getattr(server, "idle_checked", 0) >= 1000:
         server.idle_checked = now

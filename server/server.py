@@ -51,6 +51,7 @@ class Server:
         self.now = int(self.start_time * 1000)
         self.dirty = 0
         self.net_input_bytes = self.net_output_bytes = 0  # INFO total_net_input/output_bytes
+        self.oom = False  # memory over maxmemory (checked by the cron): denyoom commands are refused
         self.stats: dict[str, int] = dict.fromkeys(
             (
                 "total_connections_received",
@@ -96,6 +97,8 @@ class Server:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
+            if self.oom and "denyoom" in cmd.flags:
+                raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True

@@ -494,3 +494,18 @@ def test_info_net_bytes(server):
     assert field(after, "total_net_input_bytes") - field(before, "total_net_input_bytes") >= 10000 + 2 * 20
     assert field(after, "total_net_output_bytes") - field(before, "total_net_output_bytes") >= 10000 + len(before)
     conn.close()
+
+
+def test_maxmemory_refuses_denyoom_commands(server):
+    conn = RawConn(server.port)
+    conn.call("SET", "before", "1")
+    assert conn.call("CONFIG", "SET", "maxmemory", "1mb") == b"OK"  # far below the process RSS
+    try:
+        assert str(conn.call("SET", "k", "v")) == "OOM command not allowed when used memory > 'maxmemory'."
+        assert conn.call("GET", "before") == b"1"  # reads still work
+        assert conn.call("DEL", "before") == 1  # and so do deletions
+    finally:
+        conn.call("CONFIG", "SET", "maxmemory", "0")
+    assert conn.call("SET", "k", "v") == b"OK"
+    conn.call("DEL", "k")
+    conn.close()

@@ -11,7 +11,7 @@ from protocol.reply import OK, Map, Raw, Verbatim
 
 from ..command import command, container
 from ..config import PARAMS
-from ..info import info_string, reset_stats
+from ..info import info_string, reset_stats, rss_bytes
 from .args import to_float
 from .client import help_reply
 
@@ -180,6 +180,8 @@ def install_config_listeners(server) -> None:
         elif name == "client-query-buffer-limit":
             for client in server.clients.values():
                 client.reader.max_query_buffer = value
+        elif name == "maxmemory":  # at once, not at the next cron tick
+            server.oom = bool(value) and rss_bytes() > value
 
     server.config.listeners.append(changed)
 
