@@ -179,6 +179,10 @@ class Server:
                 if name == "flushall" or index == db or (name == "swapdb" and str(index).encode() in argv[1:]):
                     self.blocking.touch_db(index)
             return
+        if name == "copy":
+            # only the destination changes, in the database the effect names (COPY src dst DB n)
+            self.touch(int(argv[4]) if len(argv) > 4 else db, argv[2])
+            return
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
         if cmd.name in QUIET_EFFECTS:

@@ -243,3 +243,17 @@ def test_no_multi_commands_abort_the_transaction():
     assert srv.execute(client, [b"SHUTDOWN", b"NOSAVE"]) == Error(b"ERR Command not allowed inside a transaction")
     assert srv.execute(client, [b"PING"]) == b"QUEUED"
     assert srv.execute(client, [b"EXEC"]) == Error(b"EXECABORT Transaction discarded because of previous errors.")
+
+
+def test_watch_copy_touches_only_the_destination(s, other):
+    s("SET", "w", "1")
+    assert exec_after(s, lambda: other("COPY", "w", "copy")) == [b"OK"]  # the source is unchanged
+    assert exec_after(s, lambda: other("COPY", "copy", "w", "REPLACE")) is None
+    other("SELECT", "1")
+    other("SET", "w", "db1")
+    other("SELECT", "0")
+    s("SELECT", "1")
+    assert exec_after(s, lambda: other("COPY", "copy", "w", "DB", "1", "REPLACE")) is None
+    assert exec_after(s, lambda: other("MOVE", "copy", "1")) == [b"OK"]  # moved to db 1 under another name
+    s("SELECT", "0")
+    assert exec_after(s, lambda: other("MOVE", "w", "2")) is None

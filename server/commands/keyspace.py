@@ -429,8 +429,6 @@ def copy_(ctx, argv):
     dst.set(newkey, value)
     if when is not None:
         dst.set_expire(newkey, when)
-    if dst is not src:
-        ctx.server.touch(dst.id, newkey)
     effect = [b"COPY", key, newkey, b"DB", b"%d" % dst.id]
     if existing is not None:
         effect.append(b"REPLACE")
