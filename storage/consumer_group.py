@@ -355,3 +355,38 @@ def lag(stream, group: ConsumerGroup) -> int | None:
     if entries_read != INVALID_ENTRIES_READ:
         return stream.entries_added - entries_read
     return None
+
+
+# -- snapshots ---------------------------------------------------------------------
+
+
+def dump_groups(groups: dict[bytes, ConsumerGroup]) -> list:
+    """A stream's groups as msgpack-able data (IDs as 16 big-endian bytes, like Stream.dump).
+
+    Per group: name, last-delivered-id, entries-read, consumers [name,
+    seen-time, active-time] and the PEL [id, owner, delivery time, count];
+    each consumer's own PEL is rebuilt from the owners.
+    """
+    out = []
+    for name, group in groups.items():
+        consumers = [[c.name, c.seen_time, c.active_time] for c in group.consumers.values()]
+        pel = [[i.to_bytes(16, "big"), p.consumer.name, p.delivery_time, p.delivery_count] for i, p in group.pel.items()]
+        out.append([name, group.last_id.to_bytes(16, "big"), group.entries_read, consumers, pel])
+    return out
+
+
+def load_groups(data: list) -> dict[bytes, ConsumerGroup]:
+    """The inverse of dump_groups()."""
+    groups: dict[bytes, ConsumerGroup] = {}
+    for name, last_id, entries_read, consumers, pel in data:
+        group = groups[name] = ConsumerGroup(int.from_bytes(last_id, "big"), entries_read)
+        for consumer_name, seen_time, active_time in consumers:
+            consumer = group.consumers[consumer_name] = Consumer(consumer_name, seen_time)
+            consumer.active_time = active_time
+        for entry_id, owner, delivery_time, delivery_count in pel:
+            entry_id = int.from_bytes(entry_id, "big")
+            consumer = group.consumers[owner]
+            pending = PendingEntry(consumer, delivery_time, delivery_count)
+            group.pel[entry_id] = pending
+            consumer.pel[entry_id] = pending
+    return groups

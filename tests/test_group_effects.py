@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import random
 
+import msgpack
 import pytest
 
 import server.commands  # noqa: F401  (registers the command table)
 from protocol.reply import NULL_ARRAY, Error
 from server.client import Client, LoadingClient
 from server.server import Server
-from storage.consumer_group import lag
+from storage.consumer_group import dump_groups, lag, load_groups
 from storage.stream import Stream
 from storage.stream_id import MAX_ID
 
@@ -184,3 +185,17 @@ def test_effects_replay_midway_too():
         snapshot = dump(work.server)
         fresh = replay(work.batches, work.server.now + 60_000)
         assert dump(fresh) == snapshot
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_groups_snapshot_round_trip(seed):
+    """dump_groups/load_groups (through msgpack) keep every group, PEL and consumer."""
+    work = Workload(seed)
+    for _ in range(250):
+        work.step()
+    before = dump(work.server)
+    for db in work.server.keyspace.dbs:
+        for value in db.data.values():
+            if isinstance(value, Stream):
+                value.groups = load_groups(msgpack.unpackb(msgpack.packb(dump_groups(value.groups))))
+    assert dump(work.server) == before

@@ -472,3 +472,17 @@ def test_group_bookkeeping_does_not_touch_watched_keys(server, x, other):
         x.execute_command("MULTI")
         x.execute_command("XLEN", "s")
         assert x.execute_command("EXEC") is None
+
+
+def test_copy_and_rename_keep_groups(x):
+    fill(x, n=3)
+    x.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    x.execute_command("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">")
+    assert x.execute_command("COPY", "s", "t") == 1
+    x.execute_command("XACK", "s", "g", "1-0")
+    x.execute_command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    assert x.execute_command("XPENDING", "t", "g") == [2, b"1-0", b"2-0", [[b"c", b"2"]]]
+    assert groups_info(x, "t")[b"g"][b"last-delivered-id"] == b"2-0"
+    x.execute_command("RENAME", "t", "u")
+    assert x.execute_command("XPENDING", "u", "g") == [2, b"1-0", b"2-0", [[b"c", b"2"]]]
+    assert streams(x.execute_command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "u", ">")) == [[b"u", [[b"3-0", [b"f", b"3"]]]]]
