@@ -12,7 +12,6 @@ import os
 import sys
 
 import pytest
-import redis
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -21,30 +20,6 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.functions import lit  # noqa: E402
 
 from tests.servers import ROOT, free_port, redis_server_path, start_millrace, start_redis  # noqa: E402
-
-# Commands the data source and these tests send; a backend missing one cannot run them.
-PROBES = [
-    ("XADD", "probe", "1-1", "f", "v"),
-    ("XRANGE", "probe", "(0-0", "+", "COUNT", "1"),
-    ("XINFO", "STREAM", "probe"),
-    ("XGROUP", "CREATE", "probe", "g", "0", "ENTRIESREAD", "0"),
-    ("XGROUP", "SETID", "probe", "g", "0", "ENTRIESREAD", "0"),
-    ("XINFO", "GROUPS", "probe"),
-    ("XTRIM", "probe", "MAXLEN", "0"),
-    ("XLEN", "probe"),
-]
-
-
-def missing_commands(client: redis.Redis) -> list[str]:
-    missing = []
-    for probe in PROBES:
-        try:
-            client.execute_command(*probe)
-        except redis.ResponseError as exc:
-            if "unknown" in str(exc).lower() or "syntax" in str(exc).lower():
-                missing.append(" ".join(probe[:2] if probe[0] in ("XINFO", "XGROUP") else probe[:1]))
-    client.delete("probe")
-    return missing
 
 
 @pytest.fixture(scope="module")
@@ -77,23 +52,12 @@ def backend(request):
         proc = start_redis()
     else:
         proc = start_millrace()
-    client = proc.client()
-    proc.missing = missing_commands(client)
-    client.close()
     yield proc
     proc.stop()
 
 
-def require(backend, *commands: str) -> None:
-    """Skip on a backend that lacks a command this test needs (Millrace while its commands are being built)."""
-    lacking = [c for c in commands if c in backend.missing]
-    if lacking:
-        pytest.skip(f"this server lacks {', '.join(lacking)} (not on main yet)")
-
-
 @pytest.fixture
 def r(backend):
-    require(backend, "XADD", "XRANGE", "XINFO STREAM", "XLEN", "XTRIM")
     client = backend.client(protocol=2, decode_responses=True)
     client.flushall()
     yield client
@@ -226,7 +190,9 @@ def test_write_round_trips(spark, r, url):
     assert r.xinfo_stream("capped")["entries-added"] == 6
 
     ids = spark.createDataFrame([(f"{i}-0", str(i)) for i in range(1, 6)], "id string, v string")
-    ids.coalesce(1).write.format("millrace").option("url", url).option("stream", "floor").option("minid", "4-0").mode("append").save()
+    ids.coalesce(1).write.format("millrace").option("url", url).option("stream", "floor").option("minid", "4-0").mode(
+        "append"
+    ).save()
     assert [entry_id for entry_id, _ in r.xrange("floor")] == ["4-0", "5-0"]
 
     with pytest.raises(Exception) as excinfo:
@@ -260,8 +226,7 @@ def _collect_batches(spark, url, checkpoint, **options):
     return batches, query
 
 
-def test_streaming_resumes_exactly_and_records_group_lag(spark, backend, r, url, tmp_path):
-    require(backend, "XGROUP CREATE", "XGROUP SETID", "XINFO GROUPS")
+def test_streaming_resumes_exactly_and_records_group_lag(spark, r, url, tmp_path):
     ids = fill(r, "events", 250)
     options = dict(streams="events", startingOffsets="earliest", maxRecordsPerTrigger=100, group="spark")
     batches, query = _collect_batches(spark, url, tmp_path / "cp", **options)
