@@ -112,6 +112,13 @@ def run(
     if after:
         _, last = client.xrevrange(sink, count=1)[0]
         say(job, f"latest window: {last}")
+    for info in client.xinfo_groups(source) if group else []:
+        if info["name"] == group:
+            say(
+                job,
+                f"consumer group {group!r} on {source!r}: last-delivered-id {info['last-delivered-id']}, "
+                f"entries-read {info['entries-read']}, lag {info['lag']} (Spark commits one batch late)",
+            )
     client.close()
     return summary
 
