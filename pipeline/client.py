@@ -96,16 +96,36 @@ def stream_info(client: redis.Redis, key: str) -> StreamInfo:
 
 
 def scan_range(client: redis.Redis, key: str, after: int, upto: int, count: int) -> Iterator[list]:
-    """Pages of raw XRANGE entries with `after < id <= upto`, each page starting strictly after the last."""
+    """Pages of raw XRANGE entries with `after < id <= upto`, each page starting strictly after the last.
+
+    The request for the next page goes out as soon as a page arrives, before
+    the caller converts it, so the server produces page n+1 while the client
+    turns page n into Arrow.
+    """
+    if after >= upto:
+        return
     end = format_id(upto)
-    while after < upto:
-        page = client.execute_command("XRANGE", key, exclusive_start(after), end, "COUNT", count)
-        if not page:
-            return
-        yield page
-        if len(page) < count:
-            return
-        after = parse_id(page[-1][0])
+    conn = client.connection_pool.get_connection()
+    pending = False
+    try:
+        conn.send_command("XRANGE", key, exclusive_start(after), end, "COUNT", count)
+        pending = True
+        while True:
+            page = conn.read_response()
+            pending = False
+            if not page:
+                return
+            more = len(page) == count and parse_id(page[-1][0]) < upto
+            if more:
+                conn.send_command("XRANGE", key, "(" + page[-1][0].decode(), end, "COUNT", count)
+                pending = True
+            yield page
+            if not more:
+                return
+    finally:
+        if pending:  # abandoned with a reply still in flight: never hand that connection out again
+            conn.disconnect()
+        client.connection_pool.release(conn)
 
 
 def nth_id_after(client: redis.Redis, key: str, after: int, upto: int, n: int, count: int) -> tuple[int, int]:
