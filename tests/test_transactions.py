@@ -257,3 +257,22 @@ def test_watch_copy_touches_only_the_destination(s, other):
     assert exec_after(s, lambda: other("MOVE", "copy", "1")) == [b"OK"]  # moved to db 1 under another name
     s("SELECT", "0")
     assert exec_after(s, lambda: other("MOVE", "w", "2")) is None
+
+
+def test_exec_refused_when_out_of_memory_with_denyoom_commands():
+    import server.commands  # noqa: F401
+    from protocol.reply import Error
+    from server.client import Client
+    from server.server import Server
+
+    srv = Server()
+    client = Client(srv)
+    srv.execute(client, [b"MULTI"])
+    srv.execute(client, [b"SET", b"k", b"v"])
+    srv.oom = True  # memory went over maxmemory after the command was queued
+    assert srv.execute(client, [b"EXEC"]) == Error(
+        b"EXECABORT Transaction discarded because of: OOM command not allowed when used memory > 'maxmemory'.")
+    assert client.multi is None and b"k" not in srv.keyspace[0].data
+    srv.execute(client, [b"MULTI"])
+    srv.execute(client, [b"GET", b"k"])
+    assert srv.execute(client, [b"EXEC"]) == [None]  # no denyoom command queued: runs
