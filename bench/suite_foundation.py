@@ -21,8 +21,8 @@ TESTS = (("PING", "ping_mbulk", "PING_MBULK"), ("SET", "set", "SET"), ("GET", "g
 
 def run(env: Env) -> list[Row]:
     modes = [
-        (1, env.pick(100_000, 4_000), Target("ratio_min", 0.9)),
-        (16, env.pick(1_000_000, 40_000), Target("ratio_min", 0.3)),
+        (1, env.pick(60_000, 4_000), Target("ratio_min", 0.9)),
+        (16, env.pick(600_000, 40_000), Target("ratio_min", 0.3)),
     ]
     rows = []
     with contextlib.ExitStack() as stack:

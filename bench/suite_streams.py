@@ -55,10 +55,10 @@ def run(env: Env) -> list[Row]:
 def throughput_rows(env: Env) -> list[Row]:
     range_len = env.pick(100_000, 10_000)
     plans = [
-        ("XADD -c 50 -P 16", 16, env.pick(600_000, 40_000), Target("ratio_min", 0.25), "xadd", True),
-        ("XADD -c 50 -P 1", 1, env.pick(100_000, 4_000), Target("ratio_min", 0.85), "xadd", True),
-        (f"XRANGE - + COUNT 10 ({range_len // 1000}k) -c 50 -P 16", 16, env.pick(150_000, 20_000), Target("ratio_min", 0.2), "xrange", False),
-        (f"XRANGE - + COUNT 10 ({range_len // 1000}k) -c 50 -P 1", 1, env.pick(50_000, 4_000), Target("ratio_min", 0.2), "xrange", False),
+        ("XADD -c 50 -P 16", 16, env.pick(400_000, 40_000), Target("ratio_min", 0.25), "xadd", True),
+        ("XADD -c 50 -P 1", 1, env.pick(60_000, 4_000), Target("ratio_min", 0.85), "xadd", True),
+        (f"XRANGE - + COUNT 10 ({range_len // 1000}k) -c 50 -P 16", 16, env.pick(100_000, 20_000), Target("ratio_min", 0.2), "xrange", False),
+        (f"XRANGE - + COUNT 10 ({range_len // 1000}k) -c 50 -P 1", 1, env.pick(40_000, 4_000), Target("ratio_min", 0.2), "xrange", False),
     ]
     samples = env.pick(2_000, 100)
     rows = []

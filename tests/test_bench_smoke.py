@@ -40,3 +40,30 @@ def test_bench_quick_foundation(tmp_path):
         assert row["status"] in ("PASS", "MISS"), row
         for kind in ("redis", "millrace", "thin"):
             assert row[kind] > 0, row
+
+
+def test_row_status_against_targets():
+    from bench.harness import NOT_SUPPORTED, Row, Target
+
+    assert Row("s", "x", "req/s", redis=100.0, millrace=30.0, target=Target("ratio_min", 0.3)).status == "PASS"
+    assert Row("s", "x", "req/s", redis=100.0, millrace=29.0, target=Target("ratio_min", 0.3)).status == "MISS"
+    assert Row("s", "x", "B", redis=10.0, millrace=31.0, target=Target("ratio_max", 3.0)).status == "MISS"
+    assert Row("s", "x", "B", redis=10.0, millrace=30.0, target=Target("ratio_max", 3.0)).status == "PASS"
+    assert Row("s", "x", "x", redis=1.0, millrace=2.5, target=Target("max", 2.0)).status == "MISS"
+    assert Row("s", "x", "req/s", millrace=5.0, target=Target("ratio_min", 0.3)).status == "n/a"
+    assert Row("s", "x", "us", redis=1.0, millrace=2.0).status == "info"
+    assert Row("s", "x", "req/s", skipped=NOT_SUPPORTED).status == "n/a (not supported yet)"
+
+
+def test_parse_redis_benchmark_csv():
+    from bench.harness import parse_benchmark_csv
+
+    text = (
+        '"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"\n'
+        '"PING_MBULK","123456.79","0.200","0.050","0.191","0.300","0.400","1.000"\n'
+        '"XADD bench * f v","9000.00","1.000","0.100","0.900","1.500","2.500","9.000"\n'
+    )
+    results = parse_benchmark_csv(text)
+    assert results["PING_MBULK"].rps == 123456.79
+    assert results["PING_MBULK"].p99_ms == 0.4
+    assert results["XADD BENCH * F V"].p50_ms == 0.9
