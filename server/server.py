@@ -22,6 +22,8 @@ from . import REDIS_VERSION
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command
 from .config import Config
+from .slowlog import SlowLog
+from .slowlog import threshold_ns as slowlog_threshold
 
 Effects = list[list[bytes]]
 
@@ -52,6 +54,8 @@ class Server:
         self.dirty = 0
         self.net_input_bytes = self.net_output_bytes = 0  # INFO total_net_input/output_bytes
         self.oom = False  # memory over maxmemory (checked by the cron): denyoom commands are refused
+        self.slowlog = SlowLog(self.config["slowlog-max-len"])
+        self.slowlog_threshold_ns = slowlog_threshold(self.config["slowlog-log-slower-than"])
         self.stats: dict[str, int] = dict.fromkeys(
             (
                 "total_connections_received",
@@ -133,7 +137,10 @@ class Server:
                 result, effects = result
                 if effects:
                     self.after_write(client.db.id, effects)
-        cmd.duration_ns += perf_counter_ns() - start
+        elapsed = perf_counter_ns() - start
+        cmd.duration_ns += elapsed
+        if elapsed >= self.slowlog_threshold_ns and "skip-slowlog" not in cmd.flags:
+            self.slowlog.push(client, argv, elapsed)
         if client.db.expired:
             self.propagate_expired(client.db)
         return result

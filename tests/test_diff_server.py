@@ -194,6 +194,13 @@ SEQUENCES = {
         ("SHUTDOWN", "SAVE", "NOSAVE"),
         ("DEBUG", "SLEEP", "0"),
         ("INFO", "nosuchsection"),
+        ("SLOWLOG", "GET", "-2"),
+        ("SLOWLOG", "GET", "x"),
+        ("SLOWLOG", "GET", "1", "2"),
+        ("SLOWLOG", "FOO"),
+        ("SLOWLOG", "LEN", "x"),
+        ("SLOWLOG", "RESET"),
+        ("SLOWLOG", "LEN"),
     ],
 }
 
@@ -245,7 +252,7 @@ def test_command_info_matches_for_connection_commands(pair):
              "config|get", "config|set", "config|resetstat", "config|rewrite", "client|id", "client|setname",
              "client|getname", "client|list", "client|info", "client|kill", "client|reply", "client|unblock",
              "client|no-evict", "command", "command|count", "command|info", "command|docs", "command|list",
-             "function|list", "function|flush", "shutdown", "debug"]  # fmt: skip
+             "function|list", "function|flush", "shutdown", "debug", "slowlog|get", "slowlog|len", "slowlog|reset"]  # fmt: skip
     ours, theirs = pair
     for name in names:
         (got,), (want,) = ours.call("COMMAND", "INFO", name), theirs.call("COMMAND", "INFO", name)

@@ -509,3 +509,38 @@ def test_maxmemory_refuses_denyoom_commands(server):
     assert conn.call("SET", "k", "v") == b"OK"
     conn.call("DEL", "k")
     conn.close()
+
+
+def test_slowlog(server):
+    conn = RawConn(server.port)
+    assert conn.call("SLOWLOG", "RESET") == b"OK"
+    assert conn.call("CONFIG", "SET", "slowlog-log-slower-than", "0") == b"OK"
+    try:
+        conn.call("CLIENT", "SETNAME", "slow-one")
+        conn.call("ECHO", "y" * 200)
+        conn.call("AUTH", "default", "secret")
+        conn.call("DEL", *[f"k{i}" for i in range(40)])
+        entries = conn.call("SLOWLOG", "GET", "-1")
+        assert conn.call("SLOWLOG", "LEN") >= 5
+        # newest first: DEL, AUTH, ECHO, CLIENT SETNAME (and CONFIG SET itself, logged as it ran)
+        del_entry, auth_entry, echo_entry = entries[:3]
+        assert del_entry[0] > auth_entry[0] > echo_entry[0]
+        assert abs(del_entry[1] - time.time()) < 60 and del_entry[2] >= 0
+        assert len(del_entry[3]) == 32 and del_entry[3][-1] == b"... (10 more arguments)"
+        assert del_entry[3][:2] == [b"DEL", b"k0"]
+        assert del_entry[4] == f"127.0.0.1:{conn.sock.getsockname()[1]}".encode() and del_entry[5] == b"slow-one"
+        assert auth_entry[3] == [b"AUTH", b"(redacted)", b"(redacted)"]
+        assert echo_entry[3] == [b"ECHO", b"y" * 128 + b"... (72 more bytes)"]
+        logged = conn.call("SLOWLOG", "LEN")  # itself logged once it has run
+        assert len(conn.call("SLOWLOG", "GET")) == min(10, logged + 1)
+        assert len(conn.call("SLOWLOG", "GET", "1")) == 1
+        assert str(conn.call("SLOWLOG", "GET", "-2")) == "ERR count should be greater than or equal to -1"
+        assert conn.call("CONFIG", "SET", "slowlog-max-len", "2") == b"OK"
+        conn.call("PING")
+        assert conn.call("SLOWLOG", "LEN") == 2
+    finally:
+        conn.call("CONFIG", "SET", "slowlog-log-slower-than", "10000", "slowlog-max-len", "128")
+    assert conn.call("SLOWLOG", "RESET") == b"OK"
+    conn.call("PING")
+    assert conn.call("SLOWLOG", "LEN") == 0
+    conn.close()

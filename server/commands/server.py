@@ -12,7 +12,8 @@ from protocol.reply import OK, Map, Raw, Verbatim
 from ..command import command, container
 from ..config import PARAMS
 from ..info import info_string, reset_stats, rss_bytes
-from .args import to_float
+from ..slowlog import threshold_ns as slowlog_threshold
+from .args import to_float, to_int
 from .client import help_reply
 
 log = logging.getLogger("millrace")
@@ -180,6 +181,10 @@ def install_config_listeners(server) -> None:
         elif name == "client-query-buffer-limit":
             for client in server.clients.values():
                 client.reader.max_query_buffer = value
+        elif name == "slowlog-log-slower-than":
+            server.slowlog_threshold_ns = slowlog_threshold(value)
+        elif name == "slowlog-max-len":
+            server.slowlog.resize(value)
         elif name == "maxmemory":  # at once, not at the next cron tick
             server.oom = bool(value) and rss_bytes() > value
 
@@ -367,3 +372,56 @@ def shutdown(ctx, argv):
     stop()
     ctx.close_after_reply = True
     return NO_REPLY
+
+
+# -- SLOWLOG --------------------------------------------------------------------
+
+container("slowlog", group="server", summary="A container for slow log commands.", since="2.2.12")
+
+
+@command("slowlog|get", -2, "admin loading stale", group="server", summary="Returns the slow log's entries.", since="2.2.12")
+def slowlog_get(ctx, argv):
+    """SLOWLOG GET [count] -> newest entries first: id, time, µs, arguments, address, name."""
+    entries = ctx.server.slowlog.entries
+    count = 10
+    if len(argv) == 3:
+        count = to_int(argv[2], "ERR count should be greater than or equal to -1")
+        if count < -1:
+            raise ReplyError("ERR count should be greater than or equal to -1")
+        if count == -1:
+            count = len(entries)
+    elif len(argv) > 3:
+        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')}'. Try SLOWLOG HELP.")
+    return [list(entry) for entry in list(entries)[:count]]
+
+
+@command("slowlog|len", 2, "admin loading stale", group="server", summary="Returns the number of entries in the slow log.", since="2.2.12")
+def slowlog_len(ctx, argv):
+    return len(ctx.server.slowlog.entries)
+
+
+@command("slowlog|reset", 2, "admin loading stale", group="server", summary="Clears all entries from the slow log.", since="2.2.12")
+def slowlog_reset(ctx, argv):
+    ctx.server.slowlog.entries.clear()
+    return OK
+
+
+SLOWLOG_HELP = [
+    "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+@command("slowlog|help", 2, "loading stale", group="server", summary="Show helpful text about the different subcommands.", since="6.2.0")
+def slowlog_help(ctx, argv):
+    return help_reply(SLOWLOG_HELP)
