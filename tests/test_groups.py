@@ -486,3 +486,31 @@ def test_copy_and_rename_keep_groups(x):
     x.execute_command("RENAME", "t", "u")
     assert x.execute_command("XPENDING", "u", "g") == [2, b"1-0", b"2-0", [[b"c", b"2"]]]
     assert streams(x.execute_command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "u", ">")) == [[b"u", [[b"3-0", [b"f", b"3"]]]]]
+
+
+def test_blocking_on_a_stream_that_ran_dry(server, x):
+    """Redis issue #5299: a deleted last entry is nothing to serve: block, then serve the next XADD."""
+    x.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    x.execute_command("XADD", "s", "666", "k", "v")
+    x.execute_command("XDEL", "s", "666")
+    assert x.execute_command("XREADGROUP", "GROUP", "g", "c", "BLOCK", "10", "STREAMS", "s", ">") is None
+    blocked = Blocked(server, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+    wait_blocked(x, 1)
+    x.execute_command("XADD", "s", "667", "k", "v")
+    assert blocked.wait().reply == [[b"s", [[b"667-0", [b"k", b"v"]]]]]
+
+
+@pytest.mark.parametrize("source_has_group", [True, False])
+def test_rename_releases_blocked_reader(server, x, source_has_group):
+    x.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    blocked = Blocked(server, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+    wait_blocked(x, 1)
+    if source_has_group:
+        x.execute_command("XGROUP", "CREATE", "t", "g", "$", "MKSTREAM")
+    x.execute_command("XADD", "t", "100", "f", "v")
+    x.execute_command("RENAME", "t", "s")
+    blocked.wait()
+    if source_has_group:
+        assert blocked.reply == [[b"s", [[b"100-0", [b"f", b"v"]]]]]
+    else:
+        assert blocked.error == "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
