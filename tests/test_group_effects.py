@@ -153,16 +153,19 @@ class Workload:
             self.run("XAUTOCLAIM", key, group, consumer, rng.choice([0, 100, 4000]), rng.choice(["0", "-", self.some_id(key)]), *options)
 
 
-def replay(batches, now: int) -> Server:
+def replay(batches, now: int, transactions: bool = False) -> Server:
+    """Apply propagated batches to a fresh server as a loader would (MULTI/EXEC kept or dropped)."""
     fresh = Server()
     fresh.now = now
     loader = LoadingClient(fresh)
     for batch in batches:
         for argv in batch:
-            if argv[0].upper() in (b"MULTI", b"EXEC"):
+            if not transactions and argv[0].upper() in (b"MULTI", b"EXEC"):
                 continue
             reply = fresh.execute(loader, argv)
             assert type(reply) is not Error, (argv, reply)
+            if argv[0].upper() == b"EXEC":
+                assert all(type(r) is not Error for r in reply), (batch, reply)
     return fresh
 
 
@@ -174,6 +177,17 @@ def test_effects_replay_to_the_same_state(seed):
     assert any(a[0] == b"XREADGROUP" and type(r) is not Error and r is not NULL_ARRAY for a, r in work.replies)
     assert any(a[0] == b"XSETID" and type(r) is not Error for a, r in work.replies) or seed % 4
     fresh = replay(work.batches, work.server.now + 60_000)
+    assert dump(fresh) == dump(work.server)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_effects_replay_through_multi_exec(seed):
+    """The batches as the AOF and replicas get them, transactions included."""
+    work = Workload(100 + seed)
+    for _ in range(250):
+        work.step()
+    assert any(batch[0] == [b"MULTI"] for batch in work.batches)
+    fresh = replay(work.batches, work.server.now + 60_000, transactions=True)
     assert dump(fresh) == dump(work.server)
 
 
