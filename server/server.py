@@ -54,6 +54,7 @@ class Server:
         self.dirty = 0
         self.net_input_bytes = self.net_output_bytes = 0  # INFO total_net_input/output_bytes
         self.oom = False  # memory over maxmemory (checked by the cron): denyoom commands are refused
+        self.pause = None  # a server.pause.Pause while CLIENT PAUSE is in force
         self.slowlog = SlowLog(self.config["slowlog-max-len"])
         self.slowlog_threshold_ns = slowlog_threshold(self.config["slowlog-log-slower-than"])
         self.stats: dict[str, int] = dict.fromkeys(
@@ -112,6 +113,10 @@ class Server:
 
                     return self.error(exec_abort(client, exc.message), cmd, rejected=True)
             return self.error(exc.message, cmd, rejected=True)
+        if self.pause is not None and not client.loading and self.pause.applies(client, cmd):
+            from .pause import postpone  # CLIENT PAUSE in force
+
+            return postpone(self, client, argv)
         if client.multi is not None and cmd.name not in NOT_QUEUED:
             if "no-multi" in cmd.flags:
                 client.multi_error = True

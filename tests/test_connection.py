@@ -440,3 +440,53 @@ def test_unauthenticated_request_limits(secured):
     conn.send(b"*2\r\n$4\r\nECHO\r\n$20000\r\n" + b"x" * 20000 + b"\r\n")
     assert conn.read() == b"x" * 20000
     conn.close()
+
+
+def _timed(conn: RawConn, *args):
+    start = time.monotonic()
+    reply = conn.call(*args)
+    return reply, time.monotonic() - start
+
+
+def test_client_pause_write(server):
+    admin, other = RawConn(server.port), RawConn(server.port)
+    assert admin.call("CLIENT", "PAUSE", 400, "WRITE") == b"OK"
+    reply, took = _timed(other, "GET", "paused-key")
+    assert reply is None and took < 0.2  # reads go on
+    reply, took = _timed(other, "SET", "paused-key", "v")
+    assert reply == b"OK" and took >= 0.3  # writes wait for the end of the pause
+    assert admin.call("CLIENT", "PAUSE", 400, "WRITE") == b"OK"
+    other.send(b"SET paused-key w\r\nGET paused-key\r\n")  # what follows a paused command waits behind it
+    time.sleep(0.1)
+    info = admin.call("INFO", "clients").decode()
+    assert "blocked_clients:1\r\n" in info
+    assert admin.call("CLIENT", "UNBLOCK", _client_id(admin, other)) == 0
+    assert admin.call("CLIENT", "UNPAUSE") == b"OK"
+    assert other.read_raw(until=b"$1\r\nw\r\n", timeout=3) == b"+OK\r\n$1\r\nw\r\n"
+    admin.close()
+    other.close()
+
+
+def _client_id(admin: RawConn, other: RawConn) -> int:
+    port = other.sock.getsockname()[1]
+    for line in admin.call("CLIENT", "LIST").decode().splitlines():
+        if f"addr=127.0.0.1:{port} " in line:
+            return int(line.split(" ", 1)[0][3:])
+    raise AssertionError("client not found")
+
+
+def test_client_pause_all_and_errors(server):
+    admin, other = RawConn(server.port), RawConn(server.port)
+    assert admin.call("CLIENT", "PAUSE", 300) == b"OK"
+    reply, took = _timed(other, "PING")
+    assert reply == b"PONG" and took >= 0.2
+    assert admin.call("CLIENT", "PAUSE", 300, "ALL") == b"OK"
+    reply, took = _timed(other, "CLIENT", "UNPAUSE")  # in ALL mode even UNPAUSE waits, as in Redis
+    assert reply == b"OK" and took >= 0.2
+    assert str(admin.call("CLIENT", "PAUSE", "x")) == "ERR timeout is not an integer or out of range"
+    assert str(admin.call("CLIENT", "PAUSE", -1)) == "ERR timeout is negative"
+    assert str(admin.call("CLIENT", "PAUSE", 10, "FOO")) == "ERR CLIENT PAUSE mode must be WRITE or ALL"
+    assert str(admin.call("CLIENT", "PAUSE")) == "ERR wrong number of arguments for 'client|pause' command"
+    assert admin.call("CLIENT", "UNPAUSE") == b"OK"
+    admin.close()
+    other.close()

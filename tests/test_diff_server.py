@@ -126,6 +126,12 @@ SEQUENCES = {
         ("CLIENT", "UNBLOCK", "1", "foo"),
         ("CLIENT", "UNBLOCK", "999999"),
         ("CLIENT", "UNBLOCK", "999999", "ERROR"),
+        ("CLIENT", "PAUSE", "x"),
+        ("CLIENT", "PAUSE", "-1"),
+        ("CLIENT", "PAUSE", "10", "FOO"),
+        ("CLIENT", "PAUSE"),
+        ("CLIENT", "UNPAUSE", "x"),
+        ("CLIENT", "UNPAUSE"),
     ],
     "config": [
         ("CONFIG", "SET", "foo", "bar"),
@@ -251,7 +257,7 @@ def test_command_info_matches_for_connection_commands(pair):
     names = ["ping", "echo", "select", "quit", "auth", "hello", "reset", "time", "info", "monitor", "lastsave",
              "config|get", "config|set", "config|resetstat", "config|rewrite", "client|id", "client|setname",
              "client|getname", "client|list", "client|info", "client|kill", "client|reply", "client|unblock",
-             "client|no-evict", "command", "command|count", "command|info", "command|docs", "command|list",
+             "client|no-evict", "client|pause", "client|unpause", "command", "command|count", "command|info", "command|docs", "command|list",
              "function|list", "function|flush", "shutdown", "debug", "slowlog|get", "slowlog|len", "slowlog|reset"]  # fmt: skip
     ours, theirs = pair
     for name in names:

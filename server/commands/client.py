@@ -9,6 +9,7 @@ from protocol.reply import OK, Raw, Simple, Verbatim
 
 from ..client import OFF, ON, SKIP_NEXT
 from ..command import COMMANDS, command, container
+from ..pause import is_postponed, pause, unpause
 from .args import to_int
 from .connection import validate_name
 
@@ -262,7 +263,7 @@ def client_unblock(ctx, argv):
             raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
     target = ctx.server.clients.get(to_int(argv[2]))
     block = getattr(target, "blocked", None)
-    if block is None:
+    if block is None or is_postponed(block):  # CLIENT PAUSE's waiters are not unblockable
         return 0
     server = ctx.server
     if as_error:
@@ -270,6 +271,35 @@ def client_unblock(ctx, argv):
     else:
         server.unblock(block, block.on_timeout)
     return 1
+
+
+@command("client|pause", -3, "admin noscript loading stale", group="connection", summary="Suspends commands processing.", since="3.0.0")
+def client_pause(ctx, argv):
+    """CLIENT PAUSE timeout [WRITE|ALL]"""
+    if len(argv) > 4:
+        raise ReplyError(SYNTAX)
+    write_only = False
+    if len(argv) == 4:
+        mode = argv[3].lower()
+        if mode == b"write":
+            write_only = True
+        elif mode != b"all":
+            raise ReplyError("ERR CLIENT PAUSE mode must be WRITE or ALL")
+    timeout = to_int(argv[2], "ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise ReplyError("ERR timeout is negative")
+    server = ctx.server
+    pause(server, write_only, server.clock() + timeout)
+    return OK
+
+
+@command("client|unpause", 2, "admin noscript loading stale", group="connection", summary="Resumes processing commands from paused clients.", since="6.2.0")
+def client_unpause(ctx, argv):
+    """CLIENT UNPAUSE"""
+    server = ctx.server
+    if server.pause is not None:
+        server.loop.call_soon(unpause, server)  # after this reply, as Redis serves them in its next loop
+    return OK
 
 
 CLIENT_HELP = [
@@ -302,6 +332,10 @@ CLIENT_HELP = [
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
     "    Control the replies sent to the current connection.",
     "SETNAME <name>",
