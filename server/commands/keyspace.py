@@ -42,6 +42,8 @@ def unlink(ctx, argv):
 def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
     db, now = ctx.db, ctx.server.now
+    if len(argv) == 2:
+        return 0 if db.lookup(argv[1], now) is None else 1
     return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
 
 
@@ -214,10 +216,14 @@ def swapdb(ctx, argv):
 _EXPIRE_FLAGS = {b"NX": 1, b"XX": 2, b"GT": 4, b"LT": 8}
 
 
+def _invalid_expire(argv) -> ReplyError:
+    return ReplyError(f"ERR invalid expire time in '{argv[0].decode(errors='replace').lower()}' command")
+
+
 def _expire(ctx, argv, unit_ms: int, relative: bool):
     """Redis's expireGenericCommand: options, then the time, then the key."""
     flags = 0
-    for option in argv[3:]:
+    for option in argv[3:] if len(argv) > 3 else ():
         flag = _EXPIRE_FLAGS.get(option.upper())
         if flag is None:
             raise ReplyError(f"ERR Unsupported option {option.decode(errors='replace')}")
@@ -228,15 +234,14 @@ def _expire(ctx, argv, unit_ms: int, relative: bool):
     if gt and lt:
         raise ReplyError("ERR GT and LT options at the same time are not compatible")
     when = to_int(argv[2])
-    invalid = f"ERR invalid expire time in '{argv[0].decode(errors='replace').lower()}' command"
     if unit_ms == 1000:
         if not -(-LLONG_MIN // 1000) <= when <= LLONG_MAX // 1000:
-            raise ReplyError(invalid)
+            raise _invalid_expire(argv)
         when *= 1000
     now = ctx.server.now
     if relative:
         if when > LLONG_MAX - now:
-            raise ReplyError(invalid)
+            raise _invalid_expire(argv)
         when += now
     key, db = argv[1], ctx.db
     if db.lookup(key, now) is None:

@@ -21,7 +21,12 @@ from .args import LLONG_MAX, LLONG_MIN, to_int
 def get(ctx, argv):
     """GET key -> the value, nil if absent; WRONGTYPE if not a string."""
     db = ctx.db
-    value = db.lookup(argv[1], ctx.server.now) if db.expires else db.data.get(argv[1])
+    key = argv[1]
+    value = db.data.get(key)
+    if value is not None and db.expires:
+        when = db.expires.get(key)
+        if when is not None and when < ctx.server.now:
+            value = db.lookup(key, ctx.server.now)  # the rare path: expired (see Database.expiry)
     if value is None or type(value) is bytes:
         return value
     raise ReplyError(WRONGTYPE)
@@ -45,11 +50,15 @@ _SET_OPTIONS = {
 
 def _expire_ms(ctx, arg: bytes, flags: int, name: str) -> int:
     """The absolute expiry in ms for SET's EX/PX/EXAT/PXAT value (Redis's getExpireMillisecondsOrReply)."""
-    when = to_int(arg)
-    seconds = flags & (_EX | _EXAT)
-    if when <= 0 or (seconds and when > LLONG_MAX // 1000):
-        raise ReplyError(f"ERR invalid expire time in '{name}' command")
-    if seconds:
+    if arg.isdigit() and arg[0] != 48 and len(arg) < 16:  # a plain positive number: the usual case
+        when = int(arg)
+    else:
+        when = to_int(arg)
+        if when <= 0:
+            raise ReplyError(f"ERR invalid expire time in '{name}' command")
+    if flags & (_EX | _EXAT):
+        if when > LLONG_MAX // 1000:
+            raise ReplyError(f"ERR invalid expire time in '{name}' command")
         when *= 1000
     if flags & (_EX | _PX):
         when += ctx.server.now
@@ -64,14 +73,22 @@ def set_(ctx, argv):
     """SET key value [NX | XX] [GET] [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]"""
     key = argv[1]
     db = ctx.db
-    if len(argv) == 3:
+    argc = len(argv)
+    if argc == 3:
         db.data[key] = argv[2]
         if db.expires:
             db.expires.pop(key, None)
         return OK, [argv]
+    if argc == 5:  # SET key value EX|PX time: the common form with a TTL, without the option loop
+        option = argv[3].upper()
+        if option == b"EX" or option == b"PX":
+            when = _expire_ms(ctx, argv[4], _EX if option == b"EX" else _PX, "set")
+            db.data[key] = value = argv[2]
+            db.expires[key] = when
+            return OK, [[b"SET", key, value, b"PXAT", b"%d" % when]]
     flags = 0
     expire_arg = None
-    index, argc = 3, len(argv)
+    index = 3
     while index < argc:
         option = _SET_OPTIONS.get(argv[index].upper())
         if option is None:
@@ -85,13 +102,14 @@ def set_(ctx, argv):
             expire_arg = argv[index]
         index += 1
     when = _expire_ms(ctx, expire_arg, flags, "set") if expire_arg is not None else None
-    now = ctx.server.now
-    value = db.lookup(key, now)
-    if flags & _GET and value is not None and type(value) is not bytes:
-        raise ReplyError(WRONGTYPE)
-    old = value if flags & _GET else None
-    if (flags & _NX and value is not None) or (flags & _XX and value is None):
-        return old, []
+    old = None
+    if flags & (_NX | _XX | _GET):
+        value = db.lookup(key, ctx.server.now)
+        if flags & _GET and value is not None and type(value) is not bytes:
+            raise ReplyError(WRONGTYPE)
+        old = value if flags & _GET else None
+        if (flags & _NX and value is not None) or (flags & _XX and value is None):
+            return old, []
     db.data[key] = argv[2]
     effect = [b"SET", key, argv[2]]
     if when is not None:
@@ -155,6 +173,8 @@ def _incr(ctx, key: bytes, delta: int):
         current = 0
     elif type(value) is not bytes:
         raise ReplyError(WRONGTYPE)
+    elif value.isdigit() and len(value) < 19 and (value[0] != 48 or len(value) == 1):
+        current = int(value)  # the usual counter: a small non-negative number
     else:
         current = to_int(value)
     result = current + delta
