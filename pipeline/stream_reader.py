@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 import redis
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from pipeline.arrow_batches import plan_for
@@ -27,6 +26,24 @@ from pipeline.client import SourceError, StreamInfo, connect, nth_id_after, ping
 from pipeline.options import SourceOptions
 from pipeline.partitioning import Span, plan, share_out
 from pipeline.stream_ids import format_id, parse_id
+
+try:  # read limits and Trigger.AvailableNow for Python sources: PySpark 4.2+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError:  # older 4.x: every micro-batch reads all that is available
+
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
 
 Offset = dict[str, dict]
 
@@ -106,7 +123,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return _pos(start_id, entries_read + missing)
 
-    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None) -> Offset:
+        if start is None:  # PySpark before 4.2 asks without a start or a limit: all there is (no loss check)
+            self._last_end = {key: _tail(info) for key, info in self._refresh().items()}
+            return self._last_end
         infos = self._refresh()
         starts = {key: self._check_loss(key, start.get(key, _pos(0, 0)), infos[key]) for key in self.options.streams}
         caps = {key: self._target[key] if self._target else _tail(infos[key]) for key in self.options.streams}

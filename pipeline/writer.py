@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import redis
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import MapType, StructType
 
 from pipeline.client import SourceError, connect, ping
@@ -68,21 +68,37 @@ def _trim_args(options: SourceOptions) -> list:
     return []
 
 
-def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> WriteCount:
+def _arrow_columns(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[dict[str, list], int]]:
+    for batch in batches:
+        yield {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}, batch.num_rows
+
+
+def _row_columns(rows: Iterator, size: int) -> Iterator[tuple[dict[str, list], int]]:
+    """Rows (PySpark before 4.1 hands stream writers Rows, not Arrow) as column lists, `size` rows at a time."""
+    chunk: list = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield {name: [r[i] for r in chunk] for i, name in enumerate(chunk[0].__fields__)}, len(chunk)
+            chunk = []
+    if chunk:
+        yield {name: [r[i] for r in chunk] for i, name in enumerate(chunk[0].__fields__)}, len(chunk)
+
+
+def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list], int]]) -> WriteCount:
     client = connect(options.connection)
     ping(client, options.connection)
     trim = _trim_args(options)
     written = 0
     pipe = client.pipeline(transaction=False)
     try:
-        for batch in batches:
-            columns = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+        for columns, num_rows in batches:
             keys = columns.pop("stream", None)
             ids = columns.pop("id", None)
             maps = columns.pop("fields", None)
             for name in _ID_PARTS:
                 columns.pop(name, None)
-            for row in range(batch.num_rows):
+            for row in range(num_rows):
                 key = options.stream or (keys[row] if keys else None)
                 if not key:
                     raise SourceError(
@@ -91,7 +107,8 @@ def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> 
                 entry_id = ids[row] if ids and ids[row] is not None else "*"
                 args: list = ["XADD", key, *trim, entry_id]
                 if maps and maps[row]:
-                    for field, value in maps[row]:
+                    pairs = maps[row].items() if isinstance(maps[row], dict) else maps[row]
+                    for field, value in pairs:
                         if value is not None:
                             args += [field, _text(value)]
                 for name, values in columns.items():
@@ -100,7 +117,7 @@ def write_batches(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> 
                 if len(args) == 4 + len(trim):
                     raise SourceError(f"millrace: row {written + row} for stream {key!r} has no non-null field to write")
                 pipe.execute_command(*args)
-            written += batch.num_rows
+            written += num_rows
             if len(pipe) >= options.write_batch_size:
                 _flush(pipe)
         _flush(pipe)
@@ -125,22 +142,33 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
-        return write_batches(self.options, _small(iterator, self.options.write_batch_size))
+        return write_batches(self.options, _arrow_columns(_small(iterator, self.options.write_batch_size)))
 
 
-class StreamWriter(DataSourceStreamArrowWriter):
+class _StreamWriterBase:
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(schema, options)
         self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
-        return write_batches(self.options, _small(iterator, self.options.write_batch_size))
 
     def commit(self, messages, batchId: int) -> None:
         pass
 
     def abort(self, messages, batchId: int) -> None:
         pass
+
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+    class StreamWriter(_StreamWriterBase, DataSourceStreamArrowWriter):
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
+            return write_batches(self.options, _arrow_columns(_small(iterator, self.options.write_batch_size)))
+
+except ImportError:  # PySpark 4.0: stream writers get Rows
+
+    class StreamWriter(_StreamWriterBase, DataSourceStreamWriter):
+        def write(self, iterator) -> WriteCount:
+            return write_batches(self.options, _row_columns(iterator, self.options.write_batch_size))
 
 
 def _small(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
