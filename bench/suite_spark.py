@@ -51,22 +51,29 @@ def run(env: Env) -> list[Row]:
             read_seconds(spark, server, WARM_KEY, WARM_ENTRIES)
             read_seconds(spark, server, WARM_KEY, WARM_ENTRIES)
         best: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         rounds: dict[str, list[float]] = {kind: [] for kind in servers}
         for index in range(env.rounds):
             for kind, server in servers.items():
-                seconds = read_seconds(spark, server, KEY, entries)
+                seconds, server_cpu = read_seconds(spark, server, KEY, entries)
+                used = server_cpu / entries * 1e6
                 rounds[kind].append(round(entries / seconds))
                 best[kind] = max(best.get(kind, 0.0), entries / seconds)
-                env.log(f"round {index + 1}: {kind} {entries / seconds:,.0f} entries/s ({seconds:.2f} s)")
+                cpu[kind] = min(cpu.get(kind, float("inf")), used)
+                env.log(
+                    f"round {index + 1}: {kind} {entries / seconds:,.0f} entries/s ({seconds:.2f} s), server CPU {used:.2f} us/entry"
+                )
         row.redis = best.get("redis")
         row.millrace = best.get("millrace")
         row.extra = {"rounds": rounds, "entries": entries}
         row.note = f"best of {env.rounds}; local[2], numPartitions=2, readCount=1000, noop sink"
-    return [row]
+    cpu_row = Row(SUITE, "server CPU per entry read", "us", redis=cpu.get("redis"), millrace=cpu.get("millrace"))
+    cpu_row.note = "user+sys CPU of the server process during the read / entries (lowest round): the load-independent cost"
+    return [row, cpu_row]
 
 
-def read_seconds(spark, server: Server, key: str, entries: int) -> float:
-    """Time one full batch read of the stream; check it saw every entry."""
+def read_seconds(spark, server: Server, key: str, entries: int) -> tuple[float, float]:
+    """Wall time and server CPU time of one full batch read of the stream; check it saw every entry."""
     reader = (
         spark.read.format("millrace")
         .option("url", f"redis://127.0.0.1:{server.port}")
@@ -74,13 +81,15 @@ def read_seconds(spark, server: Server, key: str, entries: int) -> float:
         .option("numPartitions", 2)
     )
     df = reader.load()
+    cpu_before = server.cpu_seconds()
     started = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - started
+    server_cpu = server.cpu_seconds() - cpu_before
     count = reader.load().selectExpr("count(*)").first()[0]
     if count != entries:
         raise RuntimeError(f"{server.kind}: the read saw {count} entries, expected {entries}")
-    return seconds
+    return seconds, server_cpu
 
 
 @contextlib.contextmanager
