@@ -181,3 +181,16 @@ def test_expiry_modes_for_primary_replica_and_loading():
     finally:
         Database.expiry = "delete"
     assert db.lookup(b"k", NOW) is None and b"k" not in db.data and db.expired == [b"k"]
+
+
+def test_random_key_terminates_when_expired_keys_stay():
+    db = Database(0)
+    for i in range(5):
+        db.set(b"k%d" % i, b"v")
+        db.set_expire(b"k%d" % i, NOW - 1)
+    try:
+        Database.expiry = "hide"
+        assert db.random_key(NOW) in db.data  # Redis's replica gives an expired key back after 100 tries
+    finally:
+        Database.expiry = "delete"
+    assert db.random_key(NOW) is None and not db.data
