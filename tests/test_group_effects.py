@@ -213,3 +213,41 @@ def test_groups_snapshot_round_trip(seed):
             if isinstance(value, Stream):
                 value.groups = load_groups(msgpack.unpackb(msgpack.packb(dump_groups(value.groups))))
     assert dump(work.server) == before
+
+
+def test_consumer_times_follow_redis_7_2():
+    """seen-time moves on every attempt, active-time only when something is delivered or claimed."""
+    work = Workload(0)
+    srv = work.server
+    start = srv.now
+    work.run("XADD", "s", "1-0", "f", "v")
+    work.run("XGROUP", "CREATE", "s", "g", "$")
+
+    def times(name: bytes):
+        consumer = srv.keyspace[0].data[b"s"].groups[b"g"].consumers[name]
+        return consumer.seen_time - start, consumer.active_time - start if consumer.active_time != -1 else -1
+
+    srv.now = start + 10
+    assert work.run("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">") is NULL_ARRAY
+    assert times(b"c") == (10, -1)  # created by an empty read: seen, never active
+    srv.now = start + 20
+    work.run("XADD", "s", "2-0", "f", "v")
+    work.run("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    assert times(b"c") == (20, 20)
+    srv.now = start + 30
+    work.run("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "0")  # history: seen only
+    assert times(b"c") == (30, 20)
+    srv.now = start + 40
+    assert work.run("XCLAIM", "s", "g", "d", "1000", "2-0") == []  # not idle enough: seen only
+    assert times(b"d") == (40, -1)
+    srv.now = start + 2000
+    work.run("XCLAIM", "s", "g", "d", "1000", "2-0")
+    assert times(b"d") == (2000, 2000)
+    srv.now = start + 2500
+    work.run("XAUTOCLAIM", "s", "g", "e", "0", "0")
+    assert times(b"e") == (2500, 2500)
+    info = {c[b"name"]: c for c in work.run("XINFO", "CONSUMERS", "s", "g")}
+    assert (info[b"c"][b"idle"], info[b"c"][b"inactive"]) == (2470, 2480)
+    assert (info[b"e"][b"idle"], info[b"e"][b"inactive"]) == (0, 0)
+    fresh = replay(work.batches, srv.now + 60_000)
+    assert dump(fresh) == dump(srv)
