@@ -25,7 +25,7 @@ def type_name(value: object) -> str:
 
 
 class Database:
-    __slots__ = ("id", "data", "expires", "expired", "scan_index")
+    __slots__ = ("id", "data", "expires", "expired", "scan_index", "expire_holes")
 
     def __init__(self, id: int) -> None:
         self.id = id
@@ -33,6 +33,7 @@ class Database:
         self.expires: dict[bytes, int] = {}  # key -> absolute unix time in ms
         self.expired: list[bytes] = []  # removed by lazy expiry, to propagate as DEL
         self.scan_index: ScanIndex | None = None  # SCAN's snapshot, see storage/scan.py
+        self.expire_holes = 0  # entries active expiry deleted from the TTL table since it was last compacted
 
     def __len__(self) -> int:
         return len(self.data)
@@ -191,6 +192,14 @@ class Database:
                 else:
                     expires[key] = when
             stale = expired * 4 > len(sample)
+            if expired:
+                # A dict leaves a hole where an entry was deleted, and iteration from the
+                # front walks over every hole; only inserts compact it. When expiry alone
+                # has made as many holes as there are entries, copy the table (amortized O(1)).
+                self.expire_holes += expired
+                if self.expire_holes > 1024 and self.expire_holes > len(expires):
+                    self.expires = expires = dict(expires)
+                    self.expire_holes = 0
             if not stale:
                 break
         return removed, stale
