@@ -194,3 +194,18 @@ def test_random_key_terminates_when_expired_keys_stay():
     finally:
         Database.expiry = "delete"
     assert db.random_key(NOW) is None and not db.data
+
+
+def test_expire_cycle_compaction_keeps_every_live_ttl():
+    db = Database(0)
+    for i in range(6000):
+        db.set(b"k%d" % i, b"v")
+        db.set_expire(b"k%d" % i, NOW + 10**6 if i % 10 == 0 else NOW - 1)
+    table = db.expires
+    for _ in range(2000):
+        removed, stale = db.expire_cycle(NOW)
+        if not removed and not stale:
+            break
+    assert db.expires is not table  # compacted at least once on the way
+    assert db.expires == {b"k%d" % i: NOW + 10**6 for i in range(0, 6000, 10)}
+    assert set(db.data) == set(db.expires)
