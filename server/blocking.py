@@ -29,6 +29,7 @@ class Block:
     client: object = None
     timer: object = None
     write: bool = False  # the blocked command is a write: attempt() returns (reply, effects)
+    command: object = None  # its Command, for INFO commandstats when it fails later
     keys_seen: list[bytes] = field(default_factory=list)
 
 

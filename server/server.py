@@ -289,6 +289,7 @@ class Server:
         block.db = client.db.id
         block.client = client
         block.write = cmd.write
+        block.command = cmd
         self.blocking.park(block)
         client.blocked = block
         if block.timeout_ms > 0:
@@ -316,6 +317,8 @@ class Server:
                     try:
                         result = block.attempt()
                     except ReplyError as exc:
+                        if block.command is not None:
+                            block.command.failed_calls += 1
                         self.unblock(block, self.error(exc.message))
                         continue
                     if result is None:

@@ -514,3 +514,16 @@ def test_rename_releases_blocked_reader(server, x, source_has_group):
         assert blocked.reply == [[b"s", [[b"100-0", [b"f", b"v"]]]]]
     else:
         assert blocked.error == "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
+
+
+def test_failed_blocked_reader_counts_in_commandstats(server, x):
+    """Redis's test: a blocked XREADGROUP released with NOGROUP is one call, one failed call, one NOGROUP."""
+    x.execute_command("CONFIG", "RESETSTAT")
+    x.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    blocked = Blocked(server, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+    wait_blocked(x, 1)
+    x.execute_command("XGROUP", "DESTROY", "s", "g")
+    assert blocked.wait().error.startswith("NOGROUP")
+    stats = x.info("commandstats")["cmdstat_xreadgroup"]
+    assert (stats["calls"], stats["rejected_calls"], stats["failed_calls"]) == (1, 0, 1)
+    assert x.info("errorstats")["errorstat_NOGROUP"]["count"] == 1
