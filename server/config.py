@@ -101,6 +101,175 @@ _param("activerehashing", "bool", True)
 _param("dynamic-hz", "bool", True)
 
 
+# Redis parameters Millrace accepts for compatibility (a stock redis.conf loads,
+# CONFIG GET/SET answer) but does not act on. One per line: name, flags
+# (m: several words, i: immutable, b: memory value, -: none), Redis's default.
+# Kinds follow the default: yes/no is a bool, a number an integer, else text.
+_COMPAT = """
+acl-pubsub-default - resetchannels
+aclfile i ""
+acllog-max-len - 128
+active-defrag-cycle-max - 25
+active-defrag-cycle-min - 1
+active-defrag-ignore-bytes b 104857600
+active-defrag-max-scan-fields - 1000
+active-defrag-threshold-lower - 10
+active-defrag-threshold-upper - 100
+active-expire-effort - 1
+activedefrag - no
+always-show-logo i no
+aof-disable-auto-gc - no
+aof-load-truncated - yes
+aof-rewrite-incremental-fsync - yes
+aof-timestamp-enabled - no
+aof-use-rdb-preamble - yes
+aof_rewrite_cpulist - ""
+auto-aof-rewrite-min-size b 67108864
+auto-aof-rewrite-percentage - 100
+bgsave_cpulist - ""
+bind-source-addr - ""
+bio_cpulist - ""
+client-output-buffer-limit m normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60
+cluster-allow-pubsubshard-when-down - yes
+cluster-allow-reads-when-down - no
+cluster-allow-replica-migration - yes
+cluster-announce-bus-port - 0
+cluster-announce-hostname - ""
+cluster-announce-ip - ""
+cluster-announce-port - 0
+cluster-announce-tls-port - 0
+cluster-config-file i nodes.conf
+cluster-link-sendbuf-limit b 0
+cluster-migration-barrier - 1
+cluster-node-timeout - 15000
+cluster-port i 0
+cluster-preferred-endpoint-type - ip
+cluster-replica-no-failover - no
+cluster-replica-validity-factor - 10
+cluster-require-full-coverage - yes
+cluster-slave-no-failover - no
+cluster-slave-validity-factor - 10
+crash-log-enabled - yes
+crash-memcheck-enabled - yes
+disable-thp i yes
+enable-module-command i no
+hash-max-listpack-entries - 512
+hash-max-listpack-value b 64
+hash-max-ziplist-entries - 512
+hash-max-ziplist-value b 64
+hll-sparse-max-bytes b 3000
+ignore-warnings m ""
+io-threads-do-reads i no
+jemalloc-bg-thread - yes
+latency-tracking-info-percentiles m 50 99 99.9
+lazyfree-lazy-eviction - no
+lazyfree-lazy-expire - no
+lazyfree-lazy-server-del - no
+lazyfree-lazy-user-del - no
+lfu-decay-time - 1
+lfu-log-factor - 10
+list-compress-depth - 0
+list-max-listpack-size - -2
+list-max-ziplist-size - -2
+maxmemory-clients b 0
+maxmemory-eviction-tenacity - 10
+min-replicas-max-lag - 10
+min-replicas-to-write - 0
+min-slaves-max-lag - 10
+min-slaves-to-write - 0
+no-appendfsync-on-rewrite - no
+oom-score-adj - no
+oom-score-adj-values m 0 200 800
+proc-title-template - {title} {listen-addr} {server-mode}
+propagation-error-behavior - ignore
+rdb-del-sync-files - no
+rdb-save-incremental-fsync - yes
+rdbchecksum - yes
+rdbcompression - yes
+repl-backlog-ttl - 3600
+repl-disable-tcp-nodelay - no
+repl-diskless-load - disabled
+repl-diskless-sync - yes
+repl-diskless-sync-delay - 5
+repl-diskless-sync-max-replicas - 0
+repl-ping-replica-period - 10
+repl-ping-slave-period - 10
+repl-timeout - 60
+replica-announce-ip - ""
+replica-announce-port - 0
+replica-announced - yes
+replica-ignore-disk-write-errors - no
+replica-ignore-maxmemory - yes
+replica-lazy-flush - no
+replica-priority - 100
+sanitize-dump-payload - no
+server_cpulist - ""
+set-max-intset-entries - 512
+set-proc-title i yes
+shutdown-on-sigint - default
+shutdown-on-sigterm - default
+shutdown-timeout - 10
+slave-announce-ip - ""
+slave-announce-port - 0
+slave-ignore-maxmemory - yes
+slave-lazy-flush - no
+slave-priority - 100
+socket-mark-id - 0
+stop-writes-on-bgsave-error - yes
+supervised i no
+syslog-enabled i no
+syslog-facility i local0
+syslog-ident i redis
+tls-auth-clients - yes
+tls-ca-cert-dir - ""
+tls-ca-cert-file - ""
+tls-cert-file - ""
+tls-ciphers - ""
+tls-ciphersuites - ""
+tls-client-cert-file - ""
+tls-client-key-file - ""
+tls-client-key-file-pass - ""
+tls-cluster - no
+tls-dh-params-file - ""
+tls-key-file - ""
+tls-key-file-pass - ""
+tls-port i 0
+tls-prefer-server-ciphers - no
+tls-protocols - ""
+tls-replication - no
+tls-session-cache-size - 20480
+tls-session-cache-timeout - 300
+tls-session-caching - yes
+tracking-table-max-keys - 1000000
+unixsocket i ""
+unixsocketperm i 0
+zset-max-listpack-entries - 128
+zset-max-listpack-value b 64
+zset-max-ziplist-entries - 128
+zset-max-ziplist-value b 64
+"""
+
+
+def _compat_params() -> None:
+    for line in _COMPAT.strip().splitlines():
+        name, flags, default = line.split(" ", 2)
+        default = "" if default == '""' else default
+        if name in PARAMS:
+            continue  # a parameter Millrace implements is declared above
+        multi, mutable = "m" in flags, "i" not in flags
+        if default in ("yes", "no"):
+            _param(name, "bool", default == "yes", mutable=mutable)
+        elif "b" in flags:
+            _param(name, "memory", int(default), high=LLONG_MAX, mutable=mutable)
+        elif default.lstrip("-").isdigit() and not multi:
+            _param(name, "int", int(default), low=-LLONG_MAX, high=LLONG_MAX, mutable=mutable)
+        else:
+            _param(name, "string", default, mutable=mutable, multi=multi)
+
+
+_compat_params()
+
+
 def parse_memory(text: str) -> int | None:
     """'1gb' -> 1073741824, as Redis's memtoull; None when malformed."""
     text = text.strip().lower()

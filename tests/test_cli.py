@@ -161,3 +161,24 @@ def test_console_script_declared():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
         project = tomllib.load(handle)["project"]
     assert project["scripts"]["millrace"] == "server.main:main"
+
+
+@pytest.mark.skipif(not os.path.exists("/etc/redis/redis.conf"), reason="no stock redis.conf on this machine")
+def test_stock_redis_conf_loads(tmp_path):
+    """Debian's redis.conf starts Millrace; its paths and daemonize are overridden on the command line."""
+    port = free_port()
+    argv = [sys.executable, "-m", "server", "/etc/redis/redis.conf", "--port", str(port), "--dir", str(tmp_path),
+            "--logfile", "", "--pidfile", "", "--daemonize", "no"]  # fmt: skip
+    proc = ServerProcess(argv, port, str(tmp_path), "millrace")
+    try:
+        assert config_get(proc.port, "rdbcompression") == "yes"
+        assert config_get(proc.port, "hash-max-listpack-entries") == "512"
+        assert config_get(proc.port, "protected-mode") == "yes"
+        conn = RawConn(proc.port)
+        assert str(conn.call("CONFIG", "SET", "rdbcompression", "maybe")) == (
+            "ERR CONFIG SET failed (possibly related to argument 'rdbcompression') - argument must be 'yes' or 'no'"
+        )
+        assert conn.call("CONFIG", "SET", "list-max-listpack-size", "-1") == b"OK"
+        conn.close()
+    finally:
+        proc.stop()
