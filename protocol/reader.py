@@ -212,7 +212,8 @@ class RequestReader:
         if self._held:
             data = self._held + data
             self._held = b""
-        tail = _COUNT_TAIL.search(data, max(0, len(data) - 9))
+        edge = len(data) - 9 if len(data) > 9 else 0
+        tail = _COUNT_TAIL.search(data, edge) if data.find(b"*", edge) >= 0 else None
         if tail is not None:
             # '*' and digits at the very end: the count may go on in the next
             # read, and hiredis must not see a huge one, so wait for the rest.
