@@ -340,3 +340,10 @@ def test_object(r):
     assert error_of(r, "OBJECT", "FOO", "x") == "unknown subcommand 'FOO'. Try OBJECT HELP."
     assert r.execute_command("OBJECT", "HELP")[0] in (b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                                                       "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+
+
+def test_scan_cursor_edge_forms(r):
+    r.set("k", 1)
+    assert error_of(r, "SCAN", "1" * 5000) == "invalid cursor"  # out of range, not a dropped connection
+    assert r.scan("0" * 5000 + "0") == (0, [b"k"])  # leading zeros are fine for strtoul
+    assert r.ping()

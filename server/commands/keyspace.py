@@ -64,9 +64,9 @@ def keys(ctx, argv):
 def parse_cursor(arg: bytes) -> int:
     """A SCAN cursor as Redis reads it with strtoul: '+'/'-' allowed (negatives wrap), no spaces."""
     text = arg[1:] if arg[:1] in (b"+", b"-") else arg
-    if arg[:1].isspace() or (text and not text.isdigit()) or (not text and arg):
+    if arg[:1].isspace() or (text and not text.isdigit()) or (not text and arg) or len(text.lstrip(b"0")) > 20:
         raise ReplyError("ERR invalid cursor")
-    value = int(text) if text else 0
+    value = int(text.lstrip(b"0") or b"0")
     if value > ULONG_MAX:
         raise ReplyError("ERR invalid cursor")
     return (-value) & ULONG_MAX if arg[:1] == b"-" else value
