@@ -68,7 +68,7 @@ def test_pipe_inline_and_errors(server):
     assert result.stdout.decode().splitlines()[-1] == "errors: 1, replies: 3"
 
 
-def _interactive(server, keys: bytes, wait_for: bytes, timeout: float = 10.0) -> bytes:
+def _interactive(server, keys: bytes, wait_for: bytes, timeout: float = 30.0) -> bytes:
     """Type into an interactive redis-cli on a pseudo-terminal and collect the screen bytes."""
     pid, fd = pty.fork()
     if pid == 0:  # child
