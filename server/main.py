@@ -45,7 +45,8 @@ def read_config_file(path: str) -> list[Directive]:
     return config_directives(text.splitlines())
 
 
-def config_directives(lines: list[str], first_line: int = 1) -> list[Directive]:
+def config_directives(lines: list[str], first_line: int = 1, depth: int = 0) -> list[Directive]:
+    """Directives in order; `include path` brings another file's in at that place, as Redis does."""
     directives = []
     for offset, raw in enumerate(lines):
         line = raw.strip()
@@ -55,7 +56,14 @@ def config_directives(lines: list[str], first_line: int = 1) -> list[Directive]:
             words = [w.decode("utf-8", "surrogateescape") for w in split_args(line.encode("utf-8", "surrogateescape"))]
         except ProtocolError:
             raise FatalConfigError(first_line + offset, line, "Unbalanced quotes in configuration line") from None
-        if words:
+        if words and words[0].lower() == "include" and len(words) == 2 and depth < 16:
+            try:
+                with open(words[1], encoding="utf-8", errors="surrogateescape") as handle:
+                    directives.extend(config_directives(handle.read().splitlines(), 1, depth + 1))
+            except OSError as exc:
+                sys.stderr.write(f"Fatal error, can't open config file '{os.path.abspath(words[1])}': {exc.strerror}\n")
+                sys.exit(1)
+        elif words:
             directives.append((first_line + offset, line, words))
     return directives
 

@@ -182,3 +182,19 @@ def test_stock_redis_conf_loads(tmp_path):
         conn.close()
     finally:
         proc.stop()
+
+
+def test_include_directive(tmp_path):
+    (tmp_path / "extra.conf").write_text("maxclients 321\nhz 15\n")
+    proc = start_with_file(tmp_path, f"hz 11\ninclude {tmp_path / 'extra.conf'}\ntimeout 9\n")
+    try:
+        assert config_get(proc.port, "maxclients") == "321"
+        assert config_get(proc.port, "hz") == "15"  # the included file's line comes after `hz 11`
+        assert config_get(proc.port, "timeout") == "9"
+    finally:
+        proc.stop()
+    bad = tmp_path / "bad.conf"
+    bad.write_text(f"include {tmp_path / 'nope.conf'}\n")
+    result = run_server(str(bad))
+    assert result.returncode == 1
+    assert result.stderr == f"Fatal error, can't open config file '{tmp_path / 'nope.conf'}': No such file or directory\n"

@@ -207,6 +207,14 @@ SEQUENCES = {
         ("SLOWLOG", "LEN", "x"),
         ("SLOWLOG", "RESET"),
         ("SLOWLOG", "LEN"),
+        ("ACL", "WHOAMI"),
+        ("ACL", "USERS"),
+        ("ACL", "CAT"),
+        ("ACL", "CAT", "foo"),
+        ("ACL", "WHOAMI", "x"),
+        ("ACL", "GENPASS", "0"),
+        ("ACL", "GENPASS", "x"),
+        ("ACL", "CAT", "a", "b"),
     ],
 }
 
@@ -258,7 +266,8 @@ def test_command_info_matches_for_connection_commands(pair):
              "config|get", "config|set", "config|resetstat", "config|rewrite", "client|id", "client|setname",
              "client|getname", "client|list", "client|info", "client|kill", "client|reply", "client|unblock",
              "client|no-evict", "client|pause", "client|unpause", "command", "command|count", "command|info", "command|docs", "command|list",
-             "function|list", "function|flush", "shutdown", "debug", "slowlog|get", "slowlog|len", "slowlog|reset"]  # fmt: skip
+             "function|list", "function|flush", "shutdown", "debug", "slowlog|get", "slowlog|len", "slowlog|reset",
+             "acl|cat", "acl|whoami", "acl|users", "acl|list", "acl|genpass"]  # fmt: skip
     ours, theirs = pair
     for name in names:
         (got,), (want,) = ours.call("COMMAND", "INFO", name), theirs.call("COMMAND", "INFO", name)

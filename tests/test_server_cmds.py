@@ -544,3 +544,21 @@ def test_slowlog(server):
     conn.call("PING")
     assert conn.call("SLOWLOG", "LEN") == 0
     conn.close()
+
+
+def test_acl_read_only_part(server):
+    conn = RawConn(server.port)
+    assert conn.call("ACL", "WHOAMI") == b"default"
+    assert conn.call("ACL", "USERS") == [b"default"]
+    assert conn.call("ACL", "LIST") == [b"user default on nopass sanitize-payload ~* &* +@all"]
+    cats = conn.call("ACL", "CAT")
+    assert cats[:3] == [b"keyspace", b"read", b"write"] and len(cats) == 21
+    connection = conn.call("ACL", "CAT", "connection")
+    assert b"ping" in connection and b"client|list" in connection and b"get" not in connection
+    assert b"get" in conn.call("ACL", "CAT", "read")
+    assert str(conn.call("ACL", "CAT", "nope")) == "ERR Unknown category 'nope'"
+    assert len(conn.call("ACL", "GENPASS")) == 64
+    assert len(conn.call("ACL", "GENPASS", "10")) == 3
+    assert str(conn.call("ACL", "GENPASS", "0")).startswith("ERR ACL GENPASS argument must be")
+    assert str(conn.call("ACL", "SETUSER", "x")) == "ERR unknown subcommand 'SETUSER'. Try ACL HELP."
+    conn.close()

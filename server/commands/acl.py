@@ -1,0 +1,87 @@
+"""ACL, the read-only part: Millrace has one user, `default` (requirepass is its password)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from protocol.errors import ReplyError
+
+from ..command import command, container
+from .args import to_int
+from .client import help_reply
+from .introspection import CATEGORY_ORDER, acl_categories, all_names
+
+container("acl", group="server", summary="A container for Access List Control commands.", since="6.0.0")
+
+
+@command("acl|whoami", 2, "noscript loading stale", group="server", summary="Returns the authenticated username of the current connection.", since="6.0.0")
+def acl_whoami(ctx, argv):
+    return b"default"
+
+
+@command("acl|users", 2, "admin noscript loading stale", group="server", summary="Lists all ACL users.", since="6.0.0")
+def acl_users(ctx, argv):
+    return [b"default"]
+
+
+@command("acl|list", 2, "admin noscript loading stale", group="server", summary="Dumps the effective rules in ACL file format.", since="6.0.0")
+def acl_list(ctx, argv):
+    """ACL LIST: the default user's rules; its password as Redis shows it, a SHA-256."""
+    password = ctx.server.config["requirepass"]
+    secret = f"#{hashlib.sha256(password.encode()).hexdigest()}" if password else "nopass"
+    return [f"user default on {secret} sanitize-payload ~* &* +@all".encode()]
+
+
+@command("acl|cat", -2, "noscript loading stale", group="server", summary="Lists the ACL categories, or the commands inside a category.", since="6.0.0")
+def acl_cat(ctx, argv):
+    """ACL CAT [category]"""
+    if len(argv) == 2:
+        return [name.encode() for name in CATEGORY_ORDER]
+    if len(argv) > 3:
+        raise ReplyError("ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.")
+    category = argv[2].decode(errors="replace").lower()
+    if category not in CATEGORY_ORDER:
+        raise ReplyError(f"ERR Unknown category '{argv[2].decode(errors='replace')}'")
+    return [cmd.name.encode() for cmd in all_names() if cmd.handler is not None and category in acl_categories(cmd)]
+
+
+@command("acl|genpass", -2, "noscript loading stale", group="server", summary="Generates a pseudorandom, secure password that can be used to identify ACL users.", since="6.0.0")
+def acl_genpass(ctx, argv):
+    """ACL GENPASS [bits]"""
+    bits = 256
+    if len(argv) == 3:
+        bits = to_int(argv[2])
+        if not 0 < bits <= 4096:
+            raise ReplyError("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")
+    elif len(argv) > 3:
+        raise ReplyError("ERR unknown subcommand or wrong number of arguments for 'GENPASS'. Try ACL HELP.")
+    chars = (bits + 3) // 4
+    return os.urandom((chars + 1) // 2).hex()[:chars].encode()
+
+
+ACL_HELP = [
+    "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CAT [<category>]",
+    "    List all commands that belong to <category>, or all command categories",
+    "    when no category is specified.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
+    "LIST",
+    "    Show users details in config file format.",
+    "USERS",
+    "    List all the registered usernames.",
+    "WHOAMI",
+    "    Return the current connection username.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+@command("acl|help", 2, "loading stale", group="server", summary="Returns helpful text about the different subcommands.", since="6.0.0")
+def acl_help(ctx, argv):
+    return help_reply(ACL_HELP)
+
+
+
