@@ -11,6 +11,7 @@ import platform
 import resource
 import sys
 import time
+from itertools import islice
 
 from . import REDIS_VERSION, __version__
 from .command import COMMANDS, Command
@@ -378,10 +379,19 @@ def _cluster(server) -> list[tuple[str, object]]:
 
 def _keyspace(server) -> list[tuple[str, object]]:
     lines = []
+    now = server.clock()
     for db in server.keyspace.dbs:
         if len(db):
-            lines.append((f"db{db.id}", f"keys={len(db)},expires={len(db.expires)},avg_ttl=0,subexpiry=0"))
+            lines.append((f"db{db.id}", f"keys={len(db)},expires={len(db.expires)},avg_ttl={avg_ttl(db, now)},subexpiry=0"))
     return lines
+
+
+def avg_ttl(db, now: int, sample: int = 100) -> int:
+    """Mean remaining TTL in ms over a sample of the keys with one (Redis keeps a running estimate)."""
+    if not db.expires:
+        return 0
+    ttls = [when - now for when in islice(db.expires.values(), sample) if when > now]
+    return sum(ttls) // len(ttls) if ttls else 0
 
 
 SECTION_BUILDERS = {

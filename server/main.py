@@ -83,7 +83,12 @@ def parse_args(args: list[str]) -> tuple[str | None, list[Directive]]:
     directives: list[Directive] = []
     config_file = None
     file_lines = 0
-    if args and not args[0].startswith("--") and args[0] not in ("-h", "-v"):
+    if args and args[0] == "-":  # the configuration on stdin, as `redis-server -`
+        lines = sys.stdin.read().splitlines()
+        directives.extend(config_directives(lines))
+        file_lines = len(lines)
+        args = args[1:]
+    elif args and not args[0].startswith("--") and args[0] not in ("-h", "-v"):
         config_file = os.path.abspath(args[0])
         try:
             with open(config_file, encoding="utf-8", errors="surrogateescape") as handle:
@@ -194,7 +199,7 @@ async def serve(server: Server) -> None:
     stopped = loop.create_future()
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, server.shutdown)
+        loop.add_signal_handler(sig, _signal_shutdown, server, sig)
     for hook in getattr(server, "startup_hooks", []):
         hook()
     loop.call_later(1 / config["hz"], _cron, server)
@@ -205,6 +210,11 @@ async def serve(server: Server) -> None:
     for hook in getattr(server, "shutdown_hooks", []):
         hook()
     log.info("Millrace is now ready to exit, bye bye...")
+
+
+def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
+    log.warning("Received %s scheduling shutdown...", sig.name)
+    server.shutdown()
 
 
 def _cron(server: Server) -> None:

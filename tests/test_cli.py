@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import tomllib
 
 import pytest
@@ -198,3 +199,30 @@ def test_include_directive(tmp_path):
     result = run_server(str(bad))
     assert result.returncode == 1
     assert result.stderr == f"Fatal error, can't open config file '{tmp_path / 'nope.conf'}': No such file or directory\n"
+
+
+def test_config_on_stdin_and_sigterm(tmp_path):
+    port = free_port()
+    argv = [sys.executable, "-m", "server", "-", "--port", str(port), "--dir", str(tmp_path)]
+    log = open(tmp_path / "stdin.log", "wb")
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc.stdin.write(b"maxclients 222\n")
+    proc.stdin.close()
+    try:
+        for _ in range(200):
+            try:
+                assert config_get(port, "maxclients") == "222"
+                break
+            except ConnectionError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("server did not start")
+        proc.terminate()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    text = (tmp_path / "stdin.log").read_text()
+    assert "# Received SIGTERM scheduling shutdown..." in text
+    assert "ready to exit, bye bye" in text

@@ -562,3 +562,12 @@ def test_acl_read_only_part(server):
     assert str(conn.call("ACL", "GENPASS", "0")).startswith("ERR ACL GENPASS argument must be")
     assert str(conn.call("ACL", "SETUSER", "x")) == "ERR unknown subcommand 'SETUSER'. Try ACL HELP."
     conn.close()
+
+
+def test_info_keyspace_avg_ttl(r):
+    r.set("a", 1, px=100_000)
+    r.set("b", 1, px=200_000)
+    r.set("c", 1)
+    db0 = r.info("keyspace")["db0"]
+    assert (db0["keys"], db0["expires"]) == (3, 2)
+    assert 140_000 < db0["avg_ttl"] <= 150_000
