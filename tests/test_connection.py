@@ -184,7 +184,7 @@ def test_reset_restores_fresh_state(server):
     assert conn.call("SELECT", 3) == b"OK"
     assert conn.call("CLIENT", "SETNAME", "before") == b"OK"
     assert conn.call("CLIENT", "NO-EVICT", "on") == b"OK"
-    assert conn.call("MULTI") == b"OK" if _has("multi", server) else True
+    assert conn.call("MULTI") == b"OK"
     conn.send(b"*1\r\n$5\r\nRESET\r\n")
     assert conn.read() == b"RESET"
     info = conn.call("CLIENT", "INFO").decode()
@@ -197,14 +197,6 @@ def test_reset_restores_fresh_state(server):
     conn.send(b"RESET\r\nCLIENT INFO\r\n")
     assert conn.read_raw(until=b"lib-ver=").startswith(b"+RESET\r\n$")
     conn.close()
-
-
-def _has(name: str, server) -> bool:
-    conn = RawConn(server.port)
-    try:
-        return conn.call("COMMAND", "INFO", name)[0] is not None
-    finally:
-        conn.close()
 
 
 def test_reset_leaves_client_reply_off(server):
@@ -290,13 +282,13 @@ def test_client_list_filters(r):
 
 def test_client_info_flags(server):
     conn = RawConn(server.port)
-    conn.call("MULTI")
-    text = conn.call("CLIENT", "INFO")
-    # queued inside MULTI when transactions exist; otherwise answered at once
-    if isinstance(text, bytes) and text == b"QUEUED":
-        replies = conn.call("EXEC")
-        text = replies[0]
-        assert " flags=x " in text.decode() and " multi=1 " in text.decode()
+    assert conn.call("MULTI") == b"OK"
+    assert conn.call("CLIENT", "INFO") == b"QUEUED"
+    (text,) = conn.call("EXEC")
+    assert " flags=x " in text.decode() and " multi=1 " in text.decode()  # EXEC runs inside the MULTI state
+    assert conn.call("WATCH", "w1", "w2") == b"OK"
+    info = conn.call("CLIENT", "INFO").decode()
+    assert " flags=N " in info and " watch=2 " in info and " multi=-1 " in info
     conn.close()
 
 
@@ -368,8 +360,6 @@ def test_client_no_evict_no_touch(r):
 
 def test_client_unblock(server):
     """CLIENT UNBLOCK releases a client parked in server.blocking (needs a blocking command)."""
-    if not _has("xread", server):
-        pytest.skip("no blocking command in this build yet")
     blocked = RawConn(server.port)
     blocked_id = blocked.call("CLIENT", "ID")
     admin = RawConn(server.port)
