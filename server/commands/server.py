@@ -7,24 +7,16 @@ import os
 import time
 
 from protocol.errors import SYNTAX, ReplyError
-from protocol.reply import OK, Map, Raw, Verbatim
+from protocol.reply import OK, Map, Verbatim
 
 from ..command import command, container
 from ..config import PARAMS
 from ..info import info_string, reset_stats, rss_bytes
 from ..slowlog import threshold_ns as slowlog_threshold
 from .args import to_float, to_int
-from .client import help_reply
+from .client import NO_REPLY, help_reply
 
 log = logging.getLogger("millrace")
-NO_REPLY = Raw(b"")
-
-
-def check_password(ctx, username: bytes, password: bytes) -> None:
-    """Kept for callers of the first version; see connection.authenticate."""
-    from .connection import authenticate
-
-    authenticate(ctx, username, password)
 
 
 # -- MONITOR ------------------------------------------------------------------
