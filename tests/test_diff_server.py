@@ -292,3 +292,15 @@ def test_info_fields_present(pair):
     }.items():
         assert needed <= fields(theirs, section), section
         assert needed <= fields(ours, section), section
+
+
+def test_resp3_reply_types(server, oracle_server):
+    """Raw RESP3 bytes: maps, sets and verbatim strings where Redis uses them."""
+    from tests.test_protocol_server import probe
+
+    for command in [b"CONFIG GET hz\r\n", b"COMMAND INFO get\r\n", b"COMMAND INFO config|get\r\n", b"CLIENT GETNAME\r\n",
+                    b"FUNCTION STATS\r\n", b"ACL CAT\r\n", b"SLOWLOG GET 0\r\n", b"CLIENT NO-EVICT on\r\n"]:  # fmt: skip
+        script = b"HELLO 3\r\nCLIENT SETNAME x\r\n" + command
+        ours, theirs = probe(server.port, script), probe(oracle_server.port, script)
+        skip = len(ours[0].split(b"modules\r\n*0\r\n", 1)[0])  # HELLO differs in version and id
+        assert ours[0][skip:] == theirs[0][len(theirs[0].split(b"modules\r\n*0\r\n", 1)[0]) :], command

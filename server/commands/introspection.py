@@ -139,8 +139,8 @@ def command_info(cmd: Command) -> list:
         step,
         Set([Simple(b"@" + c.encode()) for c in acl_categories(cmd)]),
         Set([]),
-        key_specs(cmd),
-        [command_info(sub) for sub in cmd.subcommands.values()],
+        Set(key_specs(cmd)),
+        Set([command_info(sub) for sub in cmd.subcommands.values()]),
     ]
 
 
