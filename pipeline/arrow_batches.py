@@ -9,9 +9,8 @@ read from the fields of each entry (null when absent) and cast from text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -141,12 +140,11 @@ def _field_column(values: list, column: Column, stream: str) -> pa.Array:
 def _fields_map(pairs: list, column: Column) -> pa.Array:
     """map<string, string|binary> from `[[field, value, ...], ...]`, built from flat key and value arrays."""
     flat = list(chain.from_iterable(pairs))
-    offsets = np.zeros(len(pairs) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, pairs), dtype=np.int32, count=len(pairs)) >> 1, out=offsets[1:])
+    offsets = pc.shift_right(pa.array(list(accumulate(map(len, pairs), initial=0)), pa.int32()), 1)  # 2 items a pair
     value_type = column.arrow_type.item_type
     values = flat[1::2]
     value_array = pa.array(values, pa.binary()) if pa.types.is_binary(value_type) else _text(values, pa.string())
-    return pa.MapArray.from_arrays(pa.array(offsets), _text(flat[0::2], pa.string()), value_array).cast(column.arrow_type)
+    return pa.MapArray.from_arrays(offsets, _text(flat[0::2], pa.string()), value_array).cast(column.arrow_type)
 
 
 def to_record_batch(stream: str, entries: list, plan: BatchPlan) -> pa.RecordBatch:
