@@ -13,7 +13,9 @@
   <last-id>`; once it waits, another client sends one XADD; the sample is the
   time from sending the XADD to the blocked client receiving its reply
   (both clients are blocking sockets in this process: equal cost for both
-  servers). p50 and p99 over many samples.
+  servers). p50 and p99 over many samples, beside a PING round trip sampled
+  in turn (the loopback + scheduler part, which on this shared 2-core machine
+  moves by tens of microseconds with where the processes run).
 
 Memory is measured on fresh servers, one after another. The throughput rows
 start Redis, Millrace and the thin server together and run each row on the
@@ -79,13 +81,15 @@ def throughput_rows(env: Env) -> list[Row]:
 
         p50 = Row(SUITE, "XREAD BLOCK wake-up p50", "us", note=f"{samples} samples: XADD sent -> blocked reader has its reply")
         p99 = Row(SUITE, "XREAD BLOCK wake-up p99", "us")
+        ping = Row(SUITE, "PING p50 (round-trip baseline)", "us", note="sampled in turn with the wake-ups: the loopback + scheduler part")
         for kind in ("redis", "millrace"):
             if kind in servers:
                 env.log(f"XREAD BLOCK wake-up on {kind}")
-                latencies = wakeup_latencies(servers[kind], samples)
+                latencies, pings = wakeup_latencies(servers[kind], samples)
                 setattr(p50, kind, percentile(latencies, 0.50) * 1e6)
                 setattr(p99, kind, percentile(latencies, 0.99) * 1e6)
-        rows += [p50, p99]
+                setattr(ping, kind, percentile(pings, 0.50) * 1e6)
+        rows += [p50, p99, ping]
     return rows
 
 
@@ -94,10 +98,11 @@ def load_stream(server: Server, key: str, count: int) -> None:
     load_pipelined(server, (request for _ in range(count)))
 
 
-def wakeup_latencies(server: Server, samples: int) -> list[float]:
-    """Seconds from sending XADD until the client blocked in XREAD has its reply."""
+def wakeup_latencies(server: Server, samples: int) -> tuple[list[float], list[float]]:
+    """Seconds from sending XADD until the client blocked in XREAD has its reply; PING round trips."""
     key = "bench:wake"
-    latencies = []
+    latencies, pings = [], []
+    ping = pack("PING")
     with server.connect(timeout=20) as waiter, server.connect(timeout=20) as writer:
         last_id = writer.call("XADD", key, "*", *FIELDS)
         xadd = pack("XADD", key, "*", *FIELDS)
@@ -111,7 +116,11 @@ def wakeup_latencies(server: Server, samples: int) -> list[float]:
             last_id = writer.read()
             if not isinstance(reply, list) or not isinstance(last_id, bytes):
                 raise RuntimeError(f"unexpected XREAD/XADD reply on {server.kind}: {reply!r} {last_id!r}")
-    return latencies
+            started = time.perf_counter()
+            writer.send(ping)
+            writer.read()
+            pings.append(time.perf_counter() - started)
+    return latencies, pings
 
 
 def memory_rows(env: Env) -> list[Row]:
