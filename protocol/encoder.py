@@ -4,7 +4,9 @@ Replies are appended to a list of byte chunks which the connection joins and
 writes once per batch read, so a pipeline costs one syscall.
 """
 
-from .reply import NULL_ARRAY, Error, Map, Push, Raw, Set, Simple, Verbatim
+from hiredis import pack_command
+
+from .reply import NULL_ARRAY, Entries, Error, Map, Push, Raw, Set, Simple, Verbatim
 
 _CRLF = b"\r\n"
 
@@ -31,6 +33,14 @@ def encode2(value, out: list) -> None:
                 out.append(b"$%d\r\n%s\r\n" % (len(item), item))
             else:
                 encode2(item, out)
+    elif kind is Entries:
+        out.append(b"*%d\r\n" % len(value))
+        for entry_id, fields in value:
+            if type(fields) is list and fields:
+                out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(entry_id), entry_id, pack_command(tuple(fields))))
+            else:
+                out.append(b"*2\r\n$%d\r\n%s\r\n" % (len(entry_id), entry_id))
+                encode2(fields, out)
     elif kind is int:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:
@@ -78,6 +88,14 @@ def encode3(value, out: list) -> None:
                 out.append(b"$%d\r\n%s\r\n" % (len(item), item))
             else:
                 encode3(item, out)
+    elif kind is Entries:
+        out.append(b"*%d\r\n" % len(value))
+        for entry_id, fields in value:
+            if type(fields) is list and fields:
+                out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(entry_id), entry_id, pack_command(tuple(fields))))
+            else:
+                out.append(b"*2\r\n$%d\r\n%s\r\n" % (len(entry_id), entry_id))
+                encode3(fields, out)
     elif kind is int:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:

@@ -31,6 +31,16 @@ class Push(list):
     """RESP3 out-of-band push (`>`); an array in RESP2."""
 
 
+class Entries(list):
+    """Redis's stream range reply: an array of [id, [field, value, ...]] pairs.
+
+    Items are `[id, fields]` pairs: `id` a bulk string, `fields` a list of bulk
+    strings (or a null body). The encoder writes each field list with
+    hiredis.pack_command, in C: a range reply is mostly such arrays, and the
+    form is the same in RESP2 and RESP3.
+    """
+
+
 class _NullArray:
     """The RESP2 null array (`*-1`), a plain null in RESP3 (timeouts, aborted EXEC)."""
 

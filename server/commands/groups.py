@@ -23,7 +23,7 @@ from __future__ import annotations
 from itertools import islice
 
 from protocol.errors import SYNTAX, ReplyError, wrong_arity
-from protocol.reply import NULL_ARRAY, OK, Map, Simple
+from protocol.reply import NULL_ARRAY, OK, Entries, Map, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
@@ -373,7 +373,7 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
 def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroupRequest, now: int, key: bytes, effects: list) -> list:
     """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK."""
     entries = stream.range(group.last_id + 1, MAX_ID, request.count or None)
-    reply = []
+    reply = Entries()
     if not entries:
         return reply
     group_name = request.group
@@ -403,7 +403,7 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroup
 def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, count: int, now: int, key: bytes, group_name: bytes, effects: list) -> list:
     """Re-deliver the consumer's own pending entries after `after`; deleted ones come back with nil bodies."""
     start = after + 1 if after < MAX_ID else 0  # Redis's streamIncrID wraps the last ID to 0-0
-    reply = []
+    reply = Entries()
     for entry_id in islice(consumer.pel.irange(minimum=start), count or None):
         fields = stream.get(entry_id)
         if fields is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 
 from protocol.errors import SYNTAX, ReplyError, wrong_arity
-from protocol.reply import NULL_ARRAY, Map, Simple
+from protocol.reply import NULL_ARRAY, Entries, Map, Simple
 from server.blocking import Block
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id, parse_xadd_id
@@ -30,7 +30,7 @@ def _stream(ctx, key: bytes) -> Stream | None:
 
 def entries_reply(entries: list[tuple[int, list[bytes]]]) -> list:
     """[[id, [field, value, ...]], ...] as Redis emits a range."""
-    return [[b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK), fields] for entry_id, fields in entries]
+    return Entries([[b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK), fields] for entry_id, fields in entries])
 
 
 # -- XADD / XTRIM arguments --------------------------------------------------------
