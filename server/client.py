@@ -181,9 +181,17 @@ class Client(asyncio.Protocol):
         if out:
             self.transport.write(b"".join(out))
         if self.pending:
-            commands = list(self.pending)
-            self.pending.clear()
-            self.server.loop.call_soon(self.run, commands)
+            # the queue is emptied only when the scheduled run starts: what arrives
+            # meanwhile must go behind it (data_received queues while pending is not empty)
+            self.server.loop.call_soon(self.run_pending)
+
+    def run_pending(self) -> None:
+        """Run the commands read while this client was blocked, in arrival order."""
+        if self.blocked is not None or not self.pending:
+            return
+        commands = list(self.pending)
+        self.pending.clear()
+        self.run(commands)
 
     def push_raw(self, data: bytes) -> None:
         """Write pre-encoded bytes outside the request/reply flow (MONITOR)."""

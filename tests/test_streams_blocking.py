@@ -281,3 +281,43 @@ def test_a_waiter_does_not_keep_a_deleted_stream_alive():
     server.execute(writer, [b"XADD", b"s", b"2-0", b"f", b"w"])
     server.serve_ready()
     assert Recorder.served == [(waiter.id, [[b"s", [[b"2-0", [b"f", b"w"]]]]])]
+
+
+class FakeTransport:
+    """Collects what a Client writes; no socket."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def get_extra_info(self, name: str):
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_commands_read_while_blocked_stay_ahead_of_later_ones():
+    """A wake-up and the blocked client's next bytes can arrive in the same loop iteration:
+    what the client pipelined behind its XREAD must still be answered first."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        server = Server()
+        server.loop = loop
+        reader, writer = Client(server), Client(server)
+        transport = FakeTransport()
+        reader.connection_made(transport)
+        writer.connection_made(FakeTransport())
+        reader.data_received(encode_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$") + encode_command("ECHO", "first"))
+        assert reader.blocked is not None
+        writer.data_received(encode_command("XADD", "s", "1-0", "f", "v"))  # serves the reader
+        reader.data_received(encode_command("ECHO", "second"))  # before the loop runs again
+        loop.run_until_complete(asyncio.sleep(0))
+        replies = b"".join(transport.written)
+        assert replies.endswith(b"$5\r\nfirst\r\n$6\r\nsecond\r\n"), replies
+    finally:
+        loop.close()
