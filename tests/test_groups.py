@@ -364,14 +364,10 @@ class Blocked:
 
 
 def wait_blocked(x, n: int) -> None:
-    """Until INFO reports n blocked clients (a short pause where INFO is not there yet)."""
+    """Until INFO reports n blocked clients."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        try:
-            blocked = x.info("clients").get("blocked_clients")
-        except redis.ResponseError:
-            time.sleep(0.2)
-            return
+        blocked = x.info("clients").get("blocked_clients")
         if blocked == n:
             return
         time.sleep(0.01)

@@ -103,12 +103,7 @@ def test_approximate_trimming_works_on_whole_nodes(r):
 
 
 def config_set(r, name, value) -> None:
-    try:
-        r.config_set(name, value)
-    except E as exc:
-        if "unknown command" in str(exc):
-            pytest.skip("CONFIG is not implemented on this branch yet")
-        raise
+    r.config_set(name, value)
 
 
 def test_node_size_config_at_runtime(r):
