@@ -321,7 +321,13 @@ class RequestReader:
                     commands.append(argv)  # a top-level empty bulk: rejected below
         except hiredis.ProtocolError:
             # Bytes that are no RESP type: an inline line where a command may
-            # start, or garbage. Go on after the last complete command.
+            # start, or garbage. Go on after the last complete command, once
+            # the commands before it are known to be arrays of bulk strings.
+            if len(commands) > first:
+                try:
+                    b"".join(chain.from_iterable(commands[first:]))
+                except TypeError:
+                    return self._reject(data, pos, commands, first, skipped)
             return self._restart(data, pos, commands, first, skipped)
         done = len(commands) > first
         if done:
@@ -408,6 +414,6 @@ def _bad_element(argv) -> str:
         return "invalid bulk length"
     for a in argv:
         if type(a) is not bytes:
-            kind = {int: ":", list: "*"}.get(type(a), "?")
+            kind = {int: ":", list: "*", hiredis.ReplyError: "-"}.get(type(a), "?")
             return f"expected '$', got '{kind}'"
     return "invalid bulk length"

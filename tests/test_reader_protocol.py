@@ -134,6 +134,11 @@ def test_incomplete_commands_wait():
         (b"*1\r\n*1\r\n$1\r\na\r\n", "expected '$', got '*'"),
         (b"*1\r\n*3000000000\r\n", "expected '$', got '*'"),
         (b"*1\r\n:1\r\n", "expected '$', got ':'"),
+        (b"*1\r\n-1\r\n", "expected '$', got '-'"),
+        # a bad element with more bytes behind it in the same read (hiredis then fails on those)
+        (b"*1\r\n$-1\r\nPING\r\n", "invalid bulk length"),
+        (b"*1\r\n:1\r\nx", "expected '$', got ':'"),
+        (b"*1\r\n-1\r\n\r\n", "expected '$', got '-'"),
         (b"*" + b"1" * (INLINE_MAX + 10), "too big mbulk count string"),
         (b"*1\r\n$" + b"1" * (INLINE_MAX + 10), "too big bulk count string"),
     ],
