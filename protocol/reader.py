@@ -318,17 +318,12 @@ class RequestReader:
                     skipped += 5 if argv is None else 4
                     last_skipped = True
                 else:
-                    commands.append(argv)  # a top-level empty bulk: rejected below
+                    # A top-level empty bulk (or 0): Redis reads an inline line there.
+                    return self._resync(data, pos, commands, first, skipped)
         except hiredis.ProtocolError:
             # Bytes that are no RESP type: an inline line where a command may
-            # start, or garbage. Go on after the last complete command, once
-            # the commands before it are known to be arrays of bulk strings.
-            if len(commands) > first:
-                try:
-                    b"".join(chain.from_iterable(commands[first:]))
-                except TypeError:
-                    return self._reject(data, pos, commands, first, skipped)
-            return self._restart(data, pos, commands, first, skipped)
+            # start, or garbage.
+            return self._resync(data, pos, commands, first, skipped)
         done = len(commands) > first
         if done:
             # Requests are arrays of bulk strings only: one C-level join checks
@@ -379,7 +374,18 @@ class RequestReader:
     def _boundary(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
         """Offset in data just after the commands completed in this read."""
         carry = max(self._carry, 0)
-        return min(pos + encoded_size(commands[first:]) + skipped - carry, len(data))
+        # Never before pos: an item that started in an earlier read (a top-level
+        # `$0` cut after the `$`) is gone, so what follows is parsed from here.
+        return max(min(pos + encoded_size(commands[first:]) + skipped - carry, len(data)), pos)
+
+    def _resync(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
+        """Go on after the last complete command, once those before are known to be arrays of bulk strings."""
+        if len(commands) > first:
+            try:
+                b"".join(chain.from_iterable(commands[first:]))
+            except TypeError:
+                return self._reject(data, pos, commands, first, skipped)
+        return self._restart(data, pos, commands, first, skipped)
 
     def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
         """Drop hiredis's state; the offset (end of the last complete command) to parse on from."""

@@ -36,6 +36,8 @@ CASES = [
     b"*1\r\n-1\r\n",
     b"*1\r\n$-1\r\nPING\r\n",
     b"*1\r\n:1\r\nx",
+    PING + b"$0\r\n\r\nPING\r\n",
+    b"*0\r\n$0\r\n\r\nPING\r\n",
     b"*2\r\n$4\r\nECHO\r\n$2\r\nabc\r\n",
     b"*1\r\n$4\r\nPINGxx\r\n",
     b"*1\r\n$+4\r\nPING\r\n",

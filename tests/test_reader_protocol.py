@@ -100,6 +100,17 @@ def test_mixed_inline_and_multibulk_pipeline():
     assert feed_all(*[stream[i : i + 1] for i in range(len(stream))]) == (want, None)
 
 
+def test_top_level_empty_bulk_after_a_command_is_an_inline_line():
+    """`$0\r\n\r\n` where a command starts: Redis reads the line `$0` (an unknown command), then skips the empty one."""
+    stream = pack("PING") + b"$0\r\n\r\nPING\r\n"
+    want = [[b"PING"], [b"$0"], [b"PING"]]
+    assert feed_all(stream) == (want, None)
+    assert feed_all(pack("PING"), b"$0\r\n\r\nPING\r\n") == (want, None)
+    assert feed_all(b"*0\r\n$0\r\n\r\nPING\r\n") == ([[b"$0"], [b"PING"]], None)
+    # `$` at the end of one read and `0` in the next: what follows is not lost (Redis would read `$0`)
+    assert feed_all(pack("PING") + b"$", b"0\r\n\r\nPING\r\n") == ([[b"PING"], [b"0"], [b"PING"]], None)
+
+
 def test_binary_and_empty_arguments():
     payload = bytes(range(256)) * 3
     assert feed_all(pack("SET", b"\x00k\r\n", payload)) == ([[b"SET", b"\x00k\r\n", payload]], None)
