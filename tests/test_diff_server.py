@@ -274,6 +274,13 @@ def test_command_info_matches_for_connection_commands(pair):
         assert got[:7] == want[:7], name
 
 
+def test_command_info_matches_for_transaction_commands(pair):
+    ours, theirs = pair
+    for name in ["multi", "exec", "discard", "watch", "unwatch"]:
+        (got,), (want,) = ours.call("COMMAND", "INFO", name), theirs.call("COMMAND", "INFO", name)
+        assert got[:7] == want[:7], name
+
+
 def test_info_fields_present(pair):
     ours, theirs = pair
 

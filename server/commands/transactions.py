@@ -35,7 +35,7 @@ def exec_abort(client, message: str) -> str:
     return "EXECABORT Transaction discarded because of: " + message.removeprefix("ERR ")
 
 
-@command("multi", 1, "loading stale fast allow-busy", group="transactions", since="1.2.0",
+@command("multi", 1, "noscript loading stale fast allow-busy", group="transactions", since="1.2.0",
          summary="Starts a transaction.")
 def multi(ctx, argv):
     """MULTI"""
@@ -46,7 +46,7 @@ def multi(ctx, argv):
     return OK
 
 
-@command("discard", 1, "loading stale fast allow-busy", group="transactions", since="2.0.0",
+@command("discard", 1, "noscript loading stale fast allow-busy", group="transactions", since="2.0.0",
          summary="Discards a transaction.", complexity="O(N), when N is the number of queued commands")
 def discard(ctx, argv):
     """DISCARD"""
@@ -64,7 +64,7 @@ def _watched_key_expired(client) -> bool:
     return any(dbs[db].is_expired(key, now) for db, key in client.watched)
 
 
-@command("exec", 1, "loading stale skip-slowlog", group="transactions", since="1.2.0",
+@command("exec", 1, "noscript loading stale skip-slowlog", group="transactions", since="1.2.0",
          summary="Executes all commands in a transaction.", complexity="Depends on commands in the transaction")
 def exec_(ctx, argv):
     """EXEC -> the array of the queued commands' replies; EXECABORT; or the null array (WATCH)."""
@@ -96,7 +96,7 @@ def exec_(ctx, argv):
     return replies
 
 
-@command("watch", -2, "loading stale fast allow-busy", keys=(1, -1, 1), group="transactions", since="2.2.0",
+@command("watch", -2, "noscript loading stale fast allow-busy", keys=(1, -1, 1), group="transactions", since="2.2.0",
          summary="Monitors changes to keys to determine the execution of a transaction.",
          complexity="O(1) for every key.")
 def watch(ctx, argv):
@@ -115,7 +115,7 @@ def watch(ctx, argv):
     return OK
 
 
-@command("unwatch", 1, "loading stale fast allow-busy", group="transactions", since="2.2.0",
+@command("unwatch", 1, "noscript loading stale fast allow-busy", group="transactions", since="2.2.0",
          summary="Forgets about watched keys of a transaction.")
 def unwatch(ctx, argv):
     """UNWATCH"""
