@@ -31,7 +31,11 @@ Effects = list[list[bytes]]
 NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 # Consumer-group bookkeeping Redis signals neither to WATCH nor to blocked readers
 # (t_stream.c calls no signalModifiedKey/signalKeyAsReady for XREADGROUP, XACK, XCLAIM...).
-QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsumer", "xgroup|delconsumer"})
+QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsumer", "xgroup|delconsumer", "xsetid"})
+# Group changes that wake blocked readers (DESTROY releases XREADGROUP with NOGROUP) but are no
+# change to WATCH: Redis calls signalKeyAsReady, not signalModifiedKey, for them (XGROUP CREATE
+# touches WATCH only when MKSTREAM creates the key).
+READY_ONLY_EFFECTS = frozenset({"xgroup|create", "xgroup|destroy"})
 BLOCKED = object()  # execute() result: the client is now waiting
 
 
@@ -198,6 +202,10 @@ class Server:
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
         if cmd.name in QUIET_EFFECTS:
+            return
+        if cmd.name in READY_ONLY_EFFECTS and argv[-1].upper() != b"MKSTREAM":
+            for key in cmd.get_keys(argv):
+                self.blocking.touch(db, key)
             return
         for key in cmd.get_keys(argv):
             self.touch(db, key)

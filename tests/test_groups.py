@@ -450,7 +450,7 @@ def test_xsetid_lowering_entries_added_clamps_entries_read(x):
 
 
 def test_group_bookkeeping_does_not_touch_watched_keys(server, x, other):
-    """As in Redis: reads, acks and claims by a group change no key WATCH can see; XADD and DESTROY do."""
+    """As in Redis: reads, acks and claims by a group change no key WATCH can see; XADD does."""
     fill(x, n=3)
     x.execute_command("XGROUP", "CREATE", "s", "g", "0")
     x.execute_command("WATCH", "s")
@@ -462,12 +462,42 @@ def test_group_bookkeeping_does_not_touch_watched_keys(server, x, other):
     x.execute_command("MULTI")
     x.execute_command("XLEN", "s")
     assert x.execute_command("EXEC") == [3]
-    for change in (["XADD", "s", "9-0", "f", "9"], ["XGROUP", "DESTROY", "s", "g"]):
-        x.execute_command("WATCH", "s")
-        other.execute_command(*change)
-        x.execute_command("MULTI")
-        x.execute_command("XLEN", "s")
-        assert x.execute_command("EXEC") is None
+    x.execute_command("WATCH", "s")
+    other.execute_command("XADD", "s", "9-0", "f", "9")
+    x.execute_command("MULTI")
+    x.execute_command("XLEN", "s")
+    assert x.execute_command("EXEC") is None
+
+
+GROUP_CHANGES = [
+    ["XGROUP", "CREATE", "s", "g2", "0"],
+    ["XGROUP", "DESTROY", "s", "g"],
+    ["XSETID", "s", "9-0"],
+    ["XGROUP", "CREATE", "fresh", "g", "$", "MKSTREAM"],
+]
+
+
+@pytest.mark.parametrize("change", GROUP_CHANGES, ids=lambda c: " ".join(c[:2]) + (" MKSTREAM" if "MKSTREAM" in c else ""))
+def test_watch_after_group_changes_as_redis(server, oracle, change):
+    """t_stream.c signals WATCH (signalModifiedKey) only when XGROUP CREATE MKSTREAM makes the key;
+    XGROUP CREATE on an existing stream, DESTROY and XSETID leave it untouched."""
+    outcomes = []
+    for target in (server.client(), oracle):  # the oracle fixture has flushed its server
+        port = target.connection_pool.connection_kwargs["port"]
+        watcher = raw(redis.Redis(port=port, single_connection_client=True))
+        writer = raw(redis.Redis(port=port, single_connection_client=True))
+        writer.execute_command("DEL", "s", "fresh")
+        fill(writer, n=2)
+        writer.execute_command("XGROUP", "CREATE", "s", "g", "0")
+        watcher.execute_command("WATCH", "fresh" if "MKSTREAM" in change else "s")
+        writer.execute_command(*change)
+        watcher.execute_command("MULTI")
+        watcher.execute_command("PING")
+        outcomes.append(watcher.execute_command("EXEC"))
+        watcher.close()
+        writer.close()
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == (None if "MKSTREAM" in change else [b"PONG"])
 
 
 def test_copy_and_rename_keep_groups(x):
