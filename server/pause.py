@@ -87,3 +87,5 @@ def unpause(server) -> None:
 
         if reply is not BLOCKED:
             client.resume(reply)
+    if server.blocking.ready:  # the postponed writes may wake readers: not at the next command or tick
+        server.serve_ready()

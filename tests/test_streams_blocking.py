@@ -311,3 +311,26 @@ def test_commands_read_while_blocked_stay_ahead_of_later_ones():
         assert replies.endswith(b"$5\r\nfirst\r\n$6\r\nsecond\r\n"), replies
     finally:
         loop.close()
+
+
+def test_a_write_postponed_by_client_pause_wakes_readers_when_it_runs():
+    import asyncio
+
+    from server.pause import pause, unpause
+
+    loop = asyncio.new_event_loop()
+    try:
+        server = Server()
+        server.loop = loop
+        reader, writer = Client(server), Client(server)
+        transport = FakeTransport()
+        reader.connection_made(transport)
+        writer.connection_made(FakeTransport())
+        reader.data_received(encode_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$"))
+        pause(server, True, server.clock() + 60000)
+        writer.data_received(encode_command("XADD", "s", "1-0", "f", "v"))
+        assert writer.blocked is not None  # postponed by the pause
+        unpause(server)
+        assert b"".join(transport.written) == b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+    finally:
+        loop.close()
