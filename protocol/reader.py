@@ -311,14 +311,18 @@ class RequestReader:
         last_skipped = False
         try:
             while (argv := gets()) is not False:
-                if argv:
-                    commands.append(argv)
-                    last_skipped = False
-                elif argv is None or type(argv) is list:
-                    skipped += 5 if argv is None else 4
+                if type(argv) is list:
+                    if argv:
+                        commands.append(argv)
+                        last_skipped = False
+                    else:
+                        skipped += 4
+                        last_skipped = True
+                elif argv is None:
+                    skipped += 5
                     last_skipped = True
                 else:
-                    # A top-level empty bulk (or 0): Redis reads an inline line there.
+                    # A top-level bulk, status, RESP3 map/set/push...: where Redis reads an inline line.
                     return self._resync(data, pos, commands, first, skipped)
         except hiredis.ProtocolError:
             # Bytes that are no RESP type: an inline line where a command may

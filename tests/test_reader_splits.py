@@ -58,3 +58,25 @@ def test_huge_length_refused_even_when_split_at_element_boundary():
     reader = RequestReader()
     assert reader.feed(b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n") == ([[b"PING"]], None)
     assert reader.feed(b"$99999999999\r\n") == ([], "ERR Protocol error: invalid bulk length")
+
+
+@pytest.mark.parametrize(
+    "aggregate",
+    [b"%1\r\n$1\r\na\r\n$1\r\nb\r\n", b">1\r\n$4\r\nPING\r\n", b"+PING\r\n", b"$4\r\nPING\r\n"],
+    ids=["map", "push", "status", "bulk"],
+)
+def test_resp3_aggregates_where_a_command_starts_are_inline_lines(aggregate):
+    """After a command, Redis reads a non-'*' line as inline: never a dict/set/push argv."""
+    commands, error = RequestReader().feed(hiredis.pack_command((b"PING",)) + aggregate)
+    assert error is None
+    assert commands[0] == [b"PING"]
+    assert all(type(argv) is list and all(type(a) is bytes for a in argv) for argv in commands)
+    # each remaining line is an inline command, as Redis splits it
+    assert commands[1:] == [line.split() for line in aggregate.split(b"\r\n") if line]
+
+
+def test_resp3_set_where_a_command_starts_reads_as_its_array():
+    """hiredis hands a RESP3 set over as a list, indistinguishable from '*': it runs as that array
+    (Redis would read inline lines; documented difference), and never breaks the connection."""
+    commands, error = RequestReader().feed(hiredis.pack_command((b"PING",)) + b"~1\r\n$4\r\nPING\r\n")
+    assert (commands, error) == ([[b"PING"], [b"PING"]], None)
