@@ -30,7 +30,6 @@ class Block:
     timer: object = None
     write: bool = False  # the blocked command is a write: attempt() returns (reply, effects)
     command: object = None  # its Command, for INFO commandstats when it fails later
-    keys_seen: list[bytes] = field(default_factory=list)
 
 
 class BlockingManager:

@@ -66,11 +66,6 @@ class Command:
     def get_keys(self, argv: list[bytes]) -> list[bytes]:
         return [argv[i] for i in self.key_positions(argv)]
 
-    def check_arity(self, argc: int) -> None:
-        arity = self.arity
-        if (arity > 0 and argc != arity) or argc < -arity:
-            raise wrong_arity(self.name)
-
     def resolve(self, argv: list[bytes]) -> Command:
         """The subcommand argv names, for container commands such as CONFIG."""
         if len(argv) < 2:

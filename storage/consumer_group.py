@@ -263,13 +263,6 @@ class ConsumerGroup:
             done.append(True)
         return done
 
-    def ack(self, entry_id: int) -> bool:
-        pending = self.pel.pop(entry_id, None)
-        if pending is None:
-            return False
-        del pending.consumer.pel[entry_id]
-        return True
-
     def drop_pending(self, entry_id: int) -> None:
         """Forget a pending entry whose stream entry no longer exists (XCLAIM/XAUTOCLAIM clean-up)."""
         pending = self.pel.pop(entry_id)

@@ -29,8 +29,16 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..blocking import Block
-from ..command import COMMANDS, command, container
+from ..command import command, container
 from .args import LLONG_MAX, to_int
+from .stream_args import (
+    lookup_stream,
+    parse_interval_end,
+    parse_interval_start,
+    parse_timeout,
+    streams_keys,
+    subcommand_syntax_error,
+)
 
 NO_KEY = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
 
@@ -46,41 +54,8 @@ def parse_id_fast(arg: bytes) -> int:
     return parse_strict_id(arg)
 
 
-def parse_interval_start(arg: bytes) -> int:
-    """A range start: an ID, `-`, `+`, or `(id` meaning the ID after it."""
-    if len(arg) > 1 and arg[:1] == b"(":
-        entry_id = parse_strict_id(arg[1:], 0)
-        if entry_id == MAX_ID:
-            raise ReplyError("ERR invalid start ID for the interval")
-        return entry_id + 1
-    return parse_id(arg, 0)
-
-
-def parse_interval_end(arg: bytes) -> int:
-    if len(arg) > 1 and arg[:1] == b"(":
-        entry_id = parse_strict_id(arg[1:], (1 << 64) - 1)
-        if entry_id == 0:
-            raise ReplyError("ERR invalid end ID for the interval")
-        return entry_id - 1
-    return parse_id(arg, (1 << 64) - 1)
-
-
-def parse_timeout(arg: bytes, now: int) -> int:
-    """BLOCK milliseconds (0 = for ever), as Redis's getTimeoutFromObjectOrReply checks them."""
-    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
-    if timeout < 0:
-        raise ReplyError("ERR timeout is negative")
-    if timeout > 0 and timeout > LLONG_MAX - now:
-        raise ReplyError("ERR timeout is out of range")
-    return timeout
-
-
 def _int_bytes(value: int) -> bytes:
     return b"%d" % value
-
-
-def lookup_stream(ctx, key: bytes) -> Stream | None:
-    return ctx.db.lookup_type(key, ctx.server.now, Stream)
 
 
 def _nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
@@ -89,13 +64,6 @@ def _nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
 
 def _no_such_group(group: bytes, key: bytes) -> ReplyError:
     return ReplyError(f"NOGROUP No such consumer group '{group.decode(errors='replace')}' for key name '{key.decode(errors='replace')}'")
-
-
-def _subcommand_syntax(argv: list[bytes]) -> ReplyError:
-    return ReplyError(
-        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. "
-        f"Try {argv[0].decode(errors='replace').upper()} HELP."
-    )
 
 
 def _help(name: str, lines: list[str]) -> list[Simple]:
@@ -149,7 +117,7 @@ def _xgroup_prologue(ctx, argv: list[bytes], group_must_exist: bool):
                 raise ReplyError("ERR value for ENTRIESREAD must be positive or -1")
             i += 2
         else:
-            raise _subcommand_syntax(argv)
+            raise subcommand_syntax_error(argv)
     stream = lookup_stream(ctx, argv[2])
     group = None
     if not mkstream:
@@ -166,7 +134,7 @@ def xgroup_create(ctx, argv):
     """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read] -> OK"""
     stream, _group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, False)
     if not 5 <= len(argv) <= 8:
-        raise _subcommand_syntax(argv)
+        raise subcommand_syntax_error(argv)
     key, name = argv[2], argv[3]
     if argv[4] == b"$":
         last_id = stream.last_id if stream is not None else 0
@@ -194,7 +162,7 @@ def xgroup_setid(ctx, argv):
     """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read] -> OK"""
     stream, group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, True)
     if len(argv) not in (5, 7):
-        raise _subcommand_syntax(argv)
+        raise subcommand_syntax_error(argv)
     last_id = stream.last_id if argv[4] == b"$" else parse_id(argv[4], 0)
     if getattr(ctx, "loading", False):
         # An effect states the counter exactly, even one a read pushed past a lowered entries-added.
@@ -272,16 +240,6 @@ def xgroup_help(ctx, argv):
 
 
 # -- XREADGROUP -------------------------------------------------------------------
-
-
-def _streams_keys(argv: list[bytes]) -> list[int]:
-    """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
-    for index in range(1, len(argv)):
-        if argv[index].upper() == b"STREAMS":
-            first = index + 1
-            count = (len(argv) - first) // 2
-            return list(range(first, first + count))
-    return []
 
 
 class ReadGroupRequest:
@@ -424,7 +382,7 @@ def _streams_reply(ctx, served: list) -> list | Map:
 
 
 @command(
-    "xreadgroup", -7, "write blocking", keys=_streams_keys, group="stream",
+    "xreadgroup", -7, "write blocking", keys=streams_keys, group="stream",
     summary="Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
     since="5.0.0", complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
 )  # fmt: skip
@@ -682,10 +640,6 @@ def xautoclaim(ctx, argv):
 
 
 # -- XINFO GROUPS / CONSUMERS -------------------------------------------------------
-
-if b"xinfo" not in COMMANDS:
-    container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
-
 
 def _xinfo_stream(ctx, key: bytes) -> Stream:
     stream = lookup_stream(ctx, key)

@@ -15,17 +15,20 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Simple
 from server.blocking import Block
 from storage.stream import Stream
-from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id, parse_xadd_id
+from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
 
-from ..command import COMMANDS, command, container
+from ..command import command
 from .args import to_int
+from .stream_args import (
+    lookup_stream,
+    parse_interval_end,
+    parse_interval_start,
+    parse_timeout,
+    streams_keys,
+    subcommand_syntax_error,
+)
 
-LLONG_MAX = (1 << 63) - 1
 NO_SUCH_KEY = "ERR no such key"
-
-
-def _stream(ctx, key: bytes) -> Stream | None:
-    return ctx.db.lookup_type(key, ctx.server.now, Stream)
 
 
 def entries_reply(entries: list[tuple[int, list[bytes]]]) -> list:
@@ -177,7 +180,7 @@ def xadd(ctx, argv):
 def xtrim(ctx, argv):
     """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]"""
     args = parse_trim_args(ctx, argv, xadd=False)
-    stream = _stream(ctx, argv[1])
+    stream = lookup_stream(ctx, argv[1])
     if stream is None:
         return 0, []
     deleted = args.trim(stream)
@@ -187,25 +190,10 @@ def xtrim(ctx, argv):
 # -- reading ranges -----------------------------------------------------------------
 
 
-def _interval(arg: bytes, missing_seq: int) -> tuple[int, bool]:
-    """A range bound: `(id` is exclusive (and then - and + are invalid)."""
-    if len(arg) > 1 and arg[:1] == b"(":
-        return parse_strict_id(arg[1:], missing_seq), True
-    return parse_id(arg, missing_seq), False
-
-
 def _range(ctx, argv: list[bytes], rev: bool):
     start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
-    start, exclusive = _interval(start_arg, 0)
-    if exclusive:
-        if start == MAX_ID:
-            raise ReplyError("ERR invalid start ID for the interval")
-        start += 1
-    end, exclusive = _interval(end_arg, (1 << 64) - 1)
-    if exclusive:
-        if end == 0:
-            raise ReplyError("ERR invalid end ID for the interval")
-        end -= 1
+    start = parse_interval_start(start_arg)
+    end = parse_interval_end(end_arg)
     count = -1
     j = 4
     while j < len(argv):
@@ -214,7 +202,7 @@ def _range(ctx, argv: list[bytes], rev: bool):
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    stream = _stream(ctx, argv[1])
+    stream = lookup_stream(ctx, argv[1])
     if stream is None:
         return []
     if count == 0:
@@ -245,7 +233,7 @@ def xrevrange(ctx, argv):
 @command("xlen", 2, "readonly fast", keys=(1, 1, 1), group="stream", since="5.0.0", summary="Return the number of messages in a stream.")
 def xlen(ctx, argv):
     """XLEN key"""
-    stream = _stream(ctx, argv[1])
+    stream = lookup_stream(ctx, argv[1])
     return 0 if stream is None else stream.length
 
 
@@ -259,7 +247,7 @@ def xlen(ctx, argv):
 )
 def xdel(ctx, argv):
     """XDEL key id [id ...]"""
-    stream = _stream(ctx, argv[1])
+    stream = lookup_stream(ctx, argv[1])
     if stream is None:
         return 0, []
     ids = [parse_strict_id(arg) for arg in argv[2:]]
@@ -293,7 +281,7 @@ def xsetid(ctx, argv):
         else:
             raise ReplyError(SYNTAX)
         i += 2
-    stream = _stream(ctx, argv[1])
+    stream = lookup_stream(ctx, argv[1])
     if stream is None:
         raise ReplyError(NO_SUCH_KEY)
     stream.set_id(last_id, entries_added, max_deleted)
@@ -306,25 +294,6 @@ def xsetid(ctx, argv):
 
 
 # -- XREAD ----------------------------------------------------------------------------------
-
-
-def streams_keys(argv: list[bytes]) -> list[int]:
-    """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
-    for i in range(1, len(argv)):
-        if argv[i].lower() == b"streams":
-            rest = len(argv) - i - 1
-            return list(range(i + 1, i + 1 + rest // 2))
-    return []
-
-
-def parse_timeout(arg: bytes, now: int) -> int:
-    """BLOCK's milliseconds as getTimeoutFromObjectOrReply checks them; 0 means for ever."""
-    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
-    if timeout < 0:
-        raise ReplyError("ERR timeout is negative")
-    if timeout > 0 and timeout > LLONG_MAX - now:
-        raise ReplyError("ERR timeout is out of range")
-    return timeout
 
 
 LAST_ENTRY = -1  # XREAD's `+`: resolved again each time the read is tried
@@ -442,24 +411,13 @@ def _stream_mark(value) -> tuple | None:
 
 # -- XINFO STREAM / HELP ---------------------------------------------------------------------
 
-if b"xinfo" not in COMMANDS:
-    container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
-
-
 def full_groups_section(stream: Stream, count: int) -> list:
     """XINFO STREAM FULL's `groups`: [] without groups, else written by server/commands/groups.py."""
     if not stream.groups:
         return []
-    try:
-        from .groups import full_groups
-    except ImportError:
-        return []
+    from .groups import full_groups  # groups.py imports this module
+
     return full_groups(stream, count)
-
-
-def _subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
-    name = argv[1].decode(errors="replace")[:128]
-    return ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try {argv[0].decode(errors='replace').upper()} HELP.")
 
 
 @command(
@@ -467,9 +425,9 @@ def _subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
     summary="Returns information about a stream.",
     complexity="O(N) with N being the number of returned items for the subcommands CONSUMERS and GROUPS. The STREAM subcommand is O(log N) with N being the number of items in the stream.",
 )
-def xinfo_stream(ctx, argv):
+def xinfolookup_stream(ctx, argv):
     """XINFO STREAM key [FULL [COUNT count]]"""
-    stream = _stream(ctx, argv[2])
+    stream = lookup_stream(ctx, argv[2])
     if stream is None:
         raise ReplyError(NO_SUCH_KEY)
     options = argv[3:]
@@ -477,10 +435,10 @@ def xinfo_stream(ctx, argv):
     count = 10
     if full:
         if len(options) not in (1, 3) or options[0].lower() != b"full":
-            raise _subcommand_syntax_error(argv)
+            raise subcommand_syntax_error(argv)
         if len(options) == 3:
             if options[1].lower() != b"count":
-                raise _subcommand_syntax_error(argv)
+                raise subcommand_syntax_error(argv)
             count = to_int(options[2])
             if count < 0:
                 count = 10

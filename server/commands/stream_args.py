@@ -1,0 +1,64 @@
+"""Arguments and lookups shared by the stream and the consumer-group commands."""
+
+from __future__ import annotations
+
+from protocol.errors import ReplyError
+from storage.stream import Stream
+from storage.stream_id import MAX_ID, U64_MAX, parse_id, parse_strict_id
+
+from ..command import container
+from .args import LLONG_MAX, to_int
+
+# XINFO's subcommands live in streams.py (STREAM, HELP) and groups.py (GROUPS, CONSUMERS).
+container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
+
+
+def lookup_stream(ctx, key: bytes) -> Stream | None:
+    """The stream at key, None if absent; WRONGTYPE for another type."""
+    return ctx.db.lookup_type(key, ctx.server.now, Stream)
+
+
+def streams_keys(argv: list[bytes]) -> list[int]:
+    """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
+    for index in range(1, len(argv)):
+        if argv[index].lower() == b"streams":
+            first = index + 1
+            return list(range(first, first + (len(argv) - first) // 2))
+    return []
+
+
+def parse_timeout(arg: bytes, now: int) -> int:
+    """BLOCK milliseconds (0 = for ever), as Redis's getTimeoutFromObjectOrReply checks them."""
+    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise ReplyError("ERR timeout is negative")
+    if timeout > 0 and timeout > LLONG_MAX - now:
+        raise ReplyError("ERR timeout is out of range")
+    return timeout
+
+
+def parse_interval_start(arg: bytes) -> int:
+    """A range start: an ID (seq defaults to 0), `-`, `+`, or `(id` meaning the ID after it."""
+    if len(arg) > 1 and arg[:1] == b"(":
+        entry_id = parse_strict_id(arg[1:], 0)
+        if entry_id == MAX_ID:
+            raise ReplyError("ERR invalid start ID for the interval")
+        return entry_id + 1
+    return parse_id(arg, 0)
+
+
+def parse_interval_end(arg: bytes) -> int:
+    """A range end: an ID (seq defaults to the maximum), `-`, `+`, or `(id` meaning the ID before it."""
+    if len(arg) > 1 and arg[:1] == b"(":
+        entry_id = parse_strict_id(arg[1:], U64_MAX)
+        if entry_id == 0:
+            raise ReplyError("ERR invalid end ID for the interval")
+        return entry_id - 1
+    return parse_id(arg, U64_MAX)
+
+
+def subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
+    return ReplyError(
+        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. "
+        f"Try {argv[0].decode(errors='replace').upper()} HELP."
+    )
