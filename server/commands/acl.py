@@ -8,8 +8,7 @@ import os
 from protocol.errors import ReplyError
 
 from ..command import command, container
-from .args import to_int
-from .client import help_reply
+from .args import help_reply, to_int
 from .introspection import CATEGORY_ORDER, acl_categories, all_names
 
 container("acl", group="server", summary="A container for Access List Control commands.", since="6.0.0")

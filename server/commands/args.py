@@ -7,6 +7,7 @@ errors come out uniformly (fakeredis's lesson).
 from __future__ import annotations
 
 from protocol.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, ReplyError
+from protocol.reply import Simple
 
 LLONG_MIN, LLONG_MAX = -(2**63), 2**63 - 1
 
@@ -34,6 +35,11 @@ def to_float(arg: bytes, error: str = NOT_FLOAT) -> float:
     if value != value:
         raise ReplyError(error)
     return value
+
+
+def help_reply(lines: list[str]) -> list[Simple]:
+    """A HELP subcommand's reply: one status line each, as Redis's addReplyHelp sends them."""
+    return [Simple(line.encode()) for line in lines]
 
 
 class Cursor:

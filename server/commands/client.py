@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 
 from protocol.errors import SYNTAX, ReplyError
-from protocol.reply import OK, Raw, Simple, Verbatim
+from protocol.reply import OK, Raw, Verbatim
 
 from ..client import OFF, ON, SKIP_NEXT
 from ..command import COMMANDS, command, container
 from ..pause import is_postponed, pause, unpause
-from .args import to_int
+from .args import help_reply, to_int
 from .connection import validate_name
 
 NO_REPLY = Raw(b"")  # encodes to nothing: CLIENT REPLY OFF/SKIP answer nothing
@@ -353,10 +353,6 @@ CLIENT_HELP = [
     "HELP",
     "    Print this help.",
 ]
-
-
-def help_reply(lines: list[str]) -> list:
-    return [Simple(line.encode()) for line in lines]
 
 
 @command("client|help", 2, "loading stale", group="connection", summary="Returns helpful text about the different subcommands.", since="5.0.0")

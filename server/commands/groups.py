@@ -30,7 +30,7 @@ from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..blocking import Block
 from ..command import command, container
-from .args import LLONG_MAX, to_int
+from .args import LLONG_MAX, help_reply, to_int
 from .stream_args import (
     lookup_stream,
     parse_interval_end,
@@ -68,7 +68,7 @@ def _no_such_group(group: bytes, key: bytes) -> ReplyError:
 
 def _help(name: str, lines: list[str]) -> list[Simple]:
     head = f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
-    return [Simple(line.encode()) for line in (head, *lines, "HELP", "    Prints this help.")]
+    return help_reply([head, *lines, "HELP", "    Prints this help."])
 
 
 # -- effects ----------------------------------------------------------------------

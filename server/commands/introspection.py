@@ -14,7 +14,7 @@ from protocol.reply import Map, Set, Simple
 
 from .. import syntax
 from ..command import COMMANDS, Command, command
-from .client import help_reply
+from .args import help_reply
 
 # Redis's order of command flags and ACL categories in COMMAND INFO.
 FLAG_ORDER = (

@@ -13,7 +13,7 @@ from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
 from ..command import command, container
-from .args import LLONG_MAX, LLONG_MIN, to_int
+from .args import LLONG_MAX, LLONG_MIN, help_reply, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
 TYPE_NAMES = frozenset((b"string", b"list", b"set", b"zset", b"hash", b"stream"))
@@ -535,4 +535,4 @@ def object_freq(ctx, argv):
 @command("object|help", 2, "loading stale", group="generic", since="6.2.0", summary="Returns helpful text about the different subcommands.")
 def object_help(ctx, argv):
     """OBJECT HELP"""
-    return [Simple(line.encode()) for line in OBJECT_HELP]
+    return help_reply(OBJECT_HELP)

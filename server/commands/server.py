@@ -13,8 +13,8 @@ from ..command import command, container
 from ..config import PARAMS
 from ..info import info_string, reset_stats, rss_bytes
 from ..slowlog import threshold_ns as slowlog_threshold
-from .args import to_float, to_int
-from .client import NO_REPLY, help_reply
+from .args import help_reply, to_float, to_int
+from .client import NO_REPLY
 
 log = logging.getLogger("millrace")
 

@@ -18,7 +18,7 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
 
 from ..command import command
-from .args import to_int
+from .args import help_reply, to_int
 from .stream_args import (
     lookup_stream,
     parse_interval_end,
@@ -425,7 +425,7 @@ def full_groups_section(stream: Stream, count: int) -> list:
     summary="Returns information about a stream.",
     complexity="O(N) with N being the number of returned items for the subcommands CONSUMERS and GROUPS. The STREAM subcommand is O(log N) with N being the number of items in the stream.",
 )
-def xinfolookup_stream(ctx, argv):
+def xinfo_stream(ctx, argv):
     """XINFO STREAM key [FULL [COUNT count]]"""
     stream = lookup_stream(ctx, argv[2])
     if stream is None:
@@ -477,4 +477,4 @@ XINFO_HELP = (
 @command("xinfo|help", 2, "loading stale", group="stream", since="5.0.0", summary="Returns helpful text about the different subcommands.")
 def xinfo_help(ctx, argv):
     """XINFO HELP"""
-    return [Simple(line.encode()) for line in XINFO_HELP]
+    return help_reply(XINFO_HELP)
