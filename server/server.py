@@ -218,13 +218,6 @@ class Server:
                 client.dirty_cas = True
         self.blocking.touch(db, key)
 
-    def touch_db(self, db: int) -> None:
-        for (wdb, _key), watchers in self.watched.items():
-            if wdb == db:
-                for client in watchers:
-                    client.dirty_cas = True
-        self.blocking.touch_db(db)
-
     def touch_watched_db(self, index: int, swapped_with: int | None = None) -> None:
         """Before FLUSHDB/FLUSHALL/SWAPDB empty or replace database `index`.
 
@@ -243,33 +236,35 @@ class Server:
 
     def propagate(self, db: int, effects: Effects) -> None:
         """Hand normalized commands to the AOF and replicas, atomically."""
-        batch: Effects = []
-        if db != self._propagated_db:
-            batch.append([b"SELECT", str(db).encode()])
-            self._propagated_db = db
+        batch = self._select(db, [])
         if len(effects) > 1 and effects[0][0].upper() != b"MULTI":
-            batch.append([b"MULTI"])
-            batch.extend(effects)
-            batch.append([b"EXEC"])
+            batch += [[b"MULTI"], *effects, [b"EXEC"]]
         else:
-            batch.extend(effects)
-        for listener in self.effect_listeners:
-            listener(batch)
+            batch += effects
+        self._emit(batch)
 
     def begin_exec(self) -> None:
         self._exec_effects = []
 
     def end_exec(self) -> None:
+        """An EXEC's effects go out once, as one MULTI/EXEC, whatever databases they touched."""
         collected, self._exec_effects = self._exec_effects, None
         if not collected or not self.effect_listeners:
             return
         batch: Effects = [[b"MULTI"]]
         for db, effects in collected:
-            if db != self._propagated_db:
-                batch.append([b"SELECT", str(db).encode()])
-                self._propagated_db = db
-            batch.extend(effects)
+            self._select(db, batch).extend(effects)
         batch.append([b"EXEC"])
+        self._emit(batch)
+
+    def _select(self, db: int, batch: Effects) -> Effects:
+        """Add a SELECT to batch when the propagated stream is in another database."""
+        if db != self._propagated_db:
+            batch.append([b"SELECT", str(db).encode()])
+            self._propagated_db = db
+        return batch
+
+    def _emit(self, batch: Effects) -> None:
         for listener in self.effect_listeners:
             listener(batch)
 
