@@ -14,11 +14,9 @@ workers) is the same for both servers.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import time
 
-from .harness import ROOT, Env, Row, Server, Target, load_pipelined, pack
+from .harness import Env, Row, Server, Target, load_pipelined, pack
 
 SUITE = "spark"
 FIELDS = ("sensor-id", "1234", "temperature", "10.5")
@@ -94,22 +92,9 @@ def read_seconds(spark, server: Server, key: str, entries: int) -> tuple[float, 
 
 @contextlib.contextmanager
 def _spark_session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    from pyspark.sql import SparkSession
+    from pipeline.jobs.common import spark_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("millrace-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from pipeline import register
-
-    register(spark)
+    spark = spark_session("millrace-bench", "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}, "ERROR")
     # warm up the Python workers and the data source outside the timing
     spark.range(2).repartition(2).rdd.map(lambda x: x).count()
     try:

@@ -8,38 +8,31 @@ must pass (the source is a plain redis-py client, so both must behave alike).
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql.functions import lit  # noqa: E402
 
-from tests.servers import ROOT, free_port, redis_server_path, start_millrace, start_redis  # noqa: E402
+from pipeline.jobs.common import spark_session  # noqa: E402
+from tests.servers import free_port, redis_server_path, start_millrace, start_redis  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("millrace-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
+    session = spark_session(
+        "millrace-tests",
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        },
+        log_level="ERROR",
     )
-    session.sparkContext.setLogLevel("ERROR")
-    from pipeline import register
-
-    register(session)
     yield session
     session.stop()
 

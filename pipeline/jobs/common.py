@@ -19,8 +19,8 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="Spark master, e.g. local[*] or spark://host:7077 (spark-submit sets it)")
 
 
-def spark_session(app: str, master: str | None = None):
-    """A Spark session with the `millrace` format registered.
+def spark_session(app: str, master: str | None = None, conf: dict[str, str] | None = None, log_level: str = "WARN"):
+    """A Spark session with the `millrace` format registered (jobs, tests and the bench use it).
 
     Run directly with python, Spark's Python workers must use this interpreter
     and find this repository; under spark-submit (SPARK_ENV_LOADED is set)
@@ -35,9 +35,11 @@ def spark_session(app: str, master: str | None = None):
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
-    builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.ui.showConsoleProgress", "false")
+    settings = {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false", **(conf or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(log_level)
     from pipeline import register
 
     register(spark)
