@@ -57,6 +57,7 @@ class Client(asyncio.Protocol):
         self.last_command: list[bytes] | str = [b"NULL"]  # for CLIENT LIST cmd=
         self.flags_no_evict = False
         self.no_touch = False
+        self.output: list[bytes] = []  # replies not yet written: flushed once per loop turn
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -161,25 +162,18 @@ class Client(asyncio.Protocol):
             if self.close_after_reply:
                 break
         self.last_command = argv
-        transport = self.transport
-        if transport is not None:
-            if out:
-                payload = out[0] if len(out) == 1 else b"".join(out)
-                server.net_output_bytes += len(payload)
-                transport.write(payload)
-            if self.close_after_reply:
-                transport.close()
+        if out or self.close_after_reply:
+            self.send(out)
 
     def resume(self, reply) -> None:
         """Called when the Block this client waited on is served or times out."""
         self.blocked = None
         if self.transport is None:
             return
-        out: list[bytes] = []
         if self.reply_mode is ON:
+            out: list[bytes] = []
             self.encode(reply, out)
-        if out:
-            self.transport.write(b"".join(out))
+            self.send(out)
         if self.pending:
             # the queue is emptied only when the scheduled run starts: what arrives
             # meanwhile must go behind it (data_received queues while pending is not empty)
@@ -195,8 +189,35 @@ class Client(asyncio.Protocol):
 
     def push_raw(self, data: bytes) -> None:
         """Write pre-encoded bytes outside the request/reply flow (MONITOR)."""
-        if self.transport is not None:
-            self.transport.write(data)
+        self.send([data])
+
+    def send(self, chunks: list[bytes]) -> None:
+        """Queue reply bytes; the server writes them when this loop turn's reads are done.
+
+        Redis answers in beforeSleep (handleClientsWithPendingWrites), not from
+        the read handler: one wake-up of a client that sent many requests, and
+        one system call per client and turn however many commands it sent.
+        """
+        if self.transport is None:
+            return
+        if not self.output:
+            self.server.queue_write(self)
+        self.output += chunks
+
+    def flush(self) -> None:
+        """Write what send() queued; close the link if a reply asked for it."""
+        transport = self.transport
+        if transport is None or transport.is_closing():  # killed meanwhile: replies are dropped
+            self.output = []
+            return
+        output = self.output
+        if output:
+            payload = output[0] if len(output) == 1 else b"".join(output)
+            self.output = []
+            self.server.net_output_bytes += len(payload)
+            transport.write(payload)
+        if self.close_after_reply:
+            transport.close()
 
     # -- state used by handlers -------------------------------------------
 
@@ -226,7 +247,9 @@ class Client(asyncio.Protocol):
         self.dirty_cas = False
 
     def kill(self) -> None:
+        """Close the link; replies to commands already run still go out first."""
         if self.transport is not None:
+            self.flush()
             self.transport.close()
 
 

@@ -74,6 +74,7 @@ class Server:
         )
         self.errorstats: dict[str, int] = {}
         self.loop = None  # set by the listener
+        self.pending_writes: list = []  # clients with queued replies (Redis's clients_pending_write)
         self.port = self.config["port"]
         self.version = REDIS_VERSION
 
@@ -272,6 +273,19 @@ class Server:
         keys, db.expired = db.expired, []
         self.stats["expired_keys"] += len(keys)
         self.after_write(db.id, [[b"DEL", key] for key in keys])
+
+    # -- replies -----------------------------------------------------------
+
+    def queue_write(self, client) -> None:
+        """Have client's replies written at the end of this loop turn."""
+        if not self.pending_writes and self.loop is not None:
+            self.loop.call_soon(self.flush_writes)
+        self.pending_writes.append(client)
+
+    def flush_writes(self) -> None:
+        clients, self.pending_writes = self.pending_writes, []
+        for client in clients:
+            client.flush()
 
     # -- blocking ----------------------------------------------------------
 

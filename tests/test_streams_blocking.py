@@ -288,6 +288,9 @@ class FakeTransport:
     def close(self) -> None:
         pass
 
+    def is_closing(self) -> bool:
+        return False
+
 
 def test_commands_read_while_blocked_stay_ahead_of_later_ones():
     """A wake-up and the blocked client's next bytes can arrive in the same loop iteration:
@@ -331,6 +334,7 @@ def test_a_write_postponed_by_client_pause_wakes_readers_when_it_runs():
         writer.data_received(encode_command("XADD", "s", "1-0", "f", "v"))
         assert writer.blocked is not None  # postponed by the pause
         unpause(server)
+        loop.run_until_complete(asyncio.sleep(0))  # replies are written when the loop turn ends
         assert b"".join(transport.written) == b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
     finally:
         loop.close()

@@ -1,0 +1,97 @@
+"""Replies are written once per client per loop turn, after the turn's reads (Redis's beforeSleep).
+
+In-process, with a recording transport: what these tests check is when and how
+often the server calls write(), which a socket cannot show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import server.commands  # noqa: F401  (registers the handlers)
+from server.client import Client
+from server.server import Server
+from tests.rawclient import encode_command
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "write after close"
+        self.written.append(data)
+
+    def get_extra_info(self, name: str):
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+@pytest.fixture
+def setup():
+    loop = asyncio.new_event_loop()
+    server = Server()
+    server.loop = loop
+
+    def connect() -> tuple[Client, RecordingTransport]:
+        client, transport = Client(server), RecordingTransport()
+        client.connection_made(transport)
+        return client, transport
+
+    def turn() -> None:
+        loop.run_until_complete(asyncio.sleep(0))
+
+    yield server, connect, turn
+    loop.close()
+
+
+def test_replies_wait_for_the_end_of_the_turn_and_go_out_in_one_write(setup):
+    server, connect, turn = setup
+    client, transport = connect()
+    client.data_received(encode_command("SET", "k", "v"))
+    client.data_received(encode_command("GET", "k") + encode_command("PING"))
+    assert transport.written == []  # nothing is written from the read handler
+    turn()
+    assert transport.written == [b"+OK\r\n$1\r\nv\r\n+PONG\r\n"]
+    turn()
+    assert len(transport.written) == 1
+
+
+def test_each_client_gets_its_own_replies(setup):
+    server, connect, turn = setup
+    (a, ta), (b, tb) = connect(), connect()
+    a.data_received(encode_command("ECHO", "a1"))
+    b.data_received(encode_command("ECHO", "b1"))
+    a.data_received(encode_command("ECHO", "a2"))
+    turn()
+    assert ta.written == [b"$2\r\na1\r\n$2\r\na2\r\n"]
+    assert tb.written == [b"$2\r\nb1\r\n"]
+
+
+def test_quit_closes_after_its_reply_is_written(setup):
+    server, connect, turn = setup
+    client, transport = connect()
+    client.data_received(encode_command("PING") + encode_command("QUIT") + encode_command("PING"))
+    assert not transport.closed
+    turn()
+    assert transport.written == [b"+PONG\r\n+OK\r\n"]
+    assert transport.closed
+
+
+def test_a_killed_client_still_gets_the_replies_of_commands_it_ran(setup):
+    server, connect, turn = setup
+    (killer, tk), (victim, tv) = connect(), connect()
+    victim.data_received(encode_command("INCR", "n") + encode_command("INCR", "n"))
+    killer.data_received(encode_command("CLIENT", "KILL", "ID", str(victim.id)))
+    assert tv.written == [b":1\r\n:2\r\n"] and tv.closed
+    turn()
+    assert tk.written == [b":1\r\n"]
+    assert tv.written == [b":1\r\n:2\r\n"]  # nothing after the close
