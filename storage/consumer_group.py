@@ -211,6 +211,25 @@ class ConsumerGroup:
             self.entries_read = estimate_entries_read(stream, entry_id)
         self.last_id = entry_id
 
+    def advance_many(self, stream, entry_ids: list[int]) -> None:
+        """advance() through increasing entry_ids, in one step when the counter is simply counting.
+
+        Once the increment rule holds for the current last_id it holds for every
+        greater ID (the stream does not change meanwhile), so n deliveries add n.
+        """
+        last_id = self.last_id
+        if (
+            self.entries_read != INVALID_ENTRIES_READ
+            and last_id >= stream.first_id
+            and not range_has_tombstones(stream, last_id)
+        ):
+            self.entries_read += len(entry_ids)
+            self.last_id = entry_ids[-1]
+            return
+        advance = self.advance
+        for entry_id in entry_ids:
+            advance(stream, entry_id)
+
     def set_id(self, last_id: int, entries_read: int, entries_added: int) -> None:
         """XGROUP SETID (and CREATE): a new cursor; ENTRIESREAD above entries-added is clamped to it."""
         self.last_id = last_id
@@ -250,17 +269,32 @@ class ConsumerGroup:
         return [self.add_pending(entry_id, consumer, now) for entry_id in entry_ids]
 
     def ack_many(self, entry_ids: list[int]) -> list[bool]:
-        """XACK: which of entry_ids were pending (and are acknowledged now)."""
-        entries = self.pel.entries
+        """XACK: which of entry_ids were pending (and are acknowledged now).
+
+        PendingList.pop inlined: the group's and the owners' entries go, their
+        stale counts grow and each list is compacted (if due) once at the end.
+        """
+        pel = self.pel
+        pop = pel.entries.pop
         done = []
+        owners = []  # the owners' PELs touched, checked for compaction at the end
+        last = None
         for entry_id in entry_ids:
-            pending = entries.get(entry_id)
+            pending = pop(entry_id, None)
             if pending is None:
                 done.append(False)
                 continue
-            self.pel.pop(entry_id)
-            pending.consumer.pel.pop(entry_id)
+            own = pending.consumer.pel
+            del own.entries[entry_id]
+            own.stale += 1
+            if own is not last:
+                owners.append(own)
+                last = own
             done.append(True)
+        pel.stale += len(entry_ids) - done.count(False)
+        for pending_list in (pel, *owners):
+            if pending_list.stale > 64 and pending_list.stale > len(pending_list.entries):
+                pending_list._compact()
         return done
 
     def drop_pending(self, entry_id: int) -> None:

@@ -26,7 +26,7 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
-from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
+from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id
 
 from ..blocking import Block
 from ..command import command, container
@@ -52,6 +52,43 @@ def parse_id_fast(arg: bytes) -> int:
     if dash and ms.isdigit() and seq.isdigit() and len(ms) < 20 and len(seq) < 20:
         return int(ms) << 64 | int(seq)
     return parse_strict_id(arg)
+
+
+class DeliveredIds:
+    """The wire form -> ID of the entries recently delivered, which XACK gets back as they were sent.
+
+    Only a memo of parse_id_fast for IDs format_id wrote (the same answer,
+    without parsing): two generations of at most `size` IDs each, the older
+    dropped when the newer fills, so it stays small whatever the PELs hold.
+    """
+
+    __slots__ = ("new", "old", "size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.new: dict[bytes, int] = {}
+        self.old: dict[bytes, int] = {}
+        self.size = size
+
+    def remember(self, wire_ids: list[bytes], entry_ids: list[int]) -> None:
+        new = self.new
+        if len(new) >= self.size:
+            self.old = new
+            new = self.new = {}
+        new.update(zip(wire_ids, entry_ids, strict=True))
+
+    def parse(self, args: list[bytes]) -> list[int]:
+        """parse_id_fast of each argument (raising as it does)."""
+        get = self.new.get
+        ids = [get(arg) for arg in args]
+        if None in ids:
+            old = self.old.get
+            ids = [old(arg) if entry_id is None else entry_id for entry_id, arg in zip(ids, args, strict=True)]
+            if None in ids:
+                ids = [parse_id_fast(arg) if entry_id is None else entry_id for entry_id, arg in zip(ids, args, strict=True)]
+        return ids
+
+
+_delivered_ids = DeliveredIds()
 
 
 def _int_bytes(value: int) -> bytes:
@@ -249,10 +286,18 @@ class ReadGroupRequest:
 
     def __init__(self, ctx, argv: list[bytes]) -> None:
         argc = len(argv)
-        self.group = self.consumer = None
-        self.count = 0
         self.noack = False
         self.timeout: int | None = None
+        if argc == 9 and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
+            # The usual shape, `GROUP g c COUNT n STREAMS key id`: what the loop below would make of it.
+            self.group, self.consumer = argv[2], argv[3]
+            count = argv[5]
+            self.count = int(count) if count.isdigit() and len(count) < 19 and (count[0] != 48 or count == b"0") else max(to_int(count), 0)
+            self.keys = argv[7:8]
+            self.ids = argv[8:]
+            return
+        self.group = self.consumer = None
+        self.count = 0
         streams_arg = 0
         i = 1
         while i < argc:
@@ -322,37 +367,36 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
         consumer.seen_time = now
         if start is not None:
             served.append((key, _read_history(stream, group, consumer, start, request.count, now, key, request.group, effects)))
-        elif _has_new(stream, group):
-            served.append((key, _read_new(stream, group, consumer, request, now, key, effects)))
+        else:
+            entries = _read_new(stream, group, consumer, request, now, key, effects)
+            if entries is not None:
+                served.append((key, entries))
         effects.append(consumer_effect(key, request.group, consumer))
     return served
 
 
-def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroupRequest, now: int, key: bytes, effects: list) -> list:
-    """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK."""
+def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroupRequest, now: int, key: bytes, effects: list) -> Entries | None:
+    """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK.
+
+    None (and no change) when there is nothing new, i.e. when _has_new() is false.
+    """
     entries = stream.range(group.last_id + 1, MAX_ID, request.count or None)
-    reply = Entries()
     if not entries:
-        return reply
+        return None
     group_name = request.group
-    advance = group.advance
-    for entry_id, _fields in entries:
-        advance(stream, entry_id)
-    if request.noack:
-        for entry_id, fields in entries:
-            reply.append([format_id(entry_id), fields])
-    else:
-        delivered = [entry_id for entry_id, _fields in entries]
+    delivered = [entry_id for entry_id, _fields in entries]
+    group.advance_many(stream, delivered)
+    wire_ids = [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in delivered]
+    reply = Entries(zip(wire_ids, [fields for _entry_id, fields in entries], strict=True))
+    if not request.noack:
         group.add_new(delivered, consumer, now)
-        wire_ids = [format_id(entry_id) for entry_id in delivered]
+        _delivered_ids.remember(wire_ids, delivered)
         # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
         # XCLAIM of them all recreates those PEL entries exactly.
         effects.append(
             [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
              b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
         )  # fmt: skip
-        for wire_id, (_entry_id, fields) in zip(wire_ids, entries, strict=True):
-            reply.append([wire_id, fields])
         consumer.active_time = now
     effects.append(setid_effect(key, group_name, group))
     return reply
@@ -390,9 +434,8 @@ def xreadgroup(ctx, argv):
     """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
-    ready = any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved)
     effects: list = []
-    if ready or request.timeout is None:
+    if request.timeout is None or any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved):
         served = _read_group(ctx, request, resolved, effects)
         return (_streams_reply(ctx, served) if served else NULL_ARRAY), effects
     # Nothing to serve: the consumers are created/seen now, then the client waits.
@@ -426,8 +469,11 @@ def xack(ctx, argv):
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
         return 0, []
-    ids = [parse_id_fast(arg) for arg in argv[3:]]
-    acked = [arg for done, arg in zip(group.ack_many(ids), argv[3:], strict=True) if done]
+    args = argv[3:]
+    done = group.ack_many(_delivered_ids.parse(args))
+    if all(done):
+        return len(args), [[b"XACK", *argv[1:]]]
+    acked = [arg for ok, arg in zip(done, args, strict=True) if ok]
     if not acked:
         return 0, []
     return len(acked), [[b"XACK", argv[1], argv[2], *acked]]
