@@ -62,7 +62,7 @@ class Database:
 
     def lookup_type(self, key: bytes, now: int, kind: type):
         """The value at key if it is of `kind`, None if absent; WRONGTYPE otherwise."""
-        value = self.lookup(key, now)
+        value = self.lookup(key, now) if self.expires else self.data.get(key)  # no TTLs: nothing to expire
         if value is not None and type(value) is not kind:
             raise ReplyError(WRONGTYPE)
         return value

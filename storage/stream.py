@@ -91,6 +91,13 @@ def _str_size(text: bytes) -> int:
 _STR_SIZES: dict[bytes, int] = {}  # memo of _str_size for the values streams repeat
 _COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -> growth of its element at count+1
 
+# Streams repeat their field/value lists (XADD's benchmarks and most producers do):
+# flat -> (total length, field names, listpack size of the entry as a same-fields
+# entry, ID deltas excepted). Only short lists: the key is hashed on every append.
+_ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int]] = {}
+_ROWS_MAX = 1024
+_ROWS_MAX_TOTAL = 256
+
 
 def _str_size_cached(text: bytes) -> int:
     size = _STR_SIZES.get(text)
@@ -223,12 +230,66 @@ class Stream:
             raise ReplyError(ID_TOO_SMALL)
         return new
 
+    def add(self, now_ms: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> tuple[int, int]:
+        """XADD with `*`: append(next_id(now_ms), flat, ...) in one call; returns the new ID as (ms, seq).
+
+        The usual entry (open tail node with room, the master entry's fields,
+        a field/value list seen before) takes a fast path: its listpack size,
+        the ID deltas aside, comes from `_ROWS` in one lookup.
+        """
+        last = self.last_id
+        if last == MAX_ID:
+            raise ReplyError(EXHAUSTED)
+        ms = last >> 64
+        if now_ms > ms:
+            ms = now_ms
+            seq = 0
+            entry_id = now_ms << 64
+        else:
+            entry_id = last + 1
+            seq = entry_id & SEQ_MASK
+            if not seq:
+                ms += 1
+        known = _ROWS.get(tuple(flat))
+        nodes = self.nodes
+        if known is not None and nodes:
+            node = nodes[-1]
+            ids = node.ids
+            total, names, cost = known
+            count = node.count
+            size = node.lp_bytes
+            # Room left (max_bytes <= 0, max_entries 0 or a huge max_bytes take the general path).
+            if (
+                ids is not None
+                and size + total < max_bytes <= LISTPACK_MAX_SIZE
+                and count + node.deleted < max_entries
+                and (names is node.fields or names == node.fields)
+            ):
+                master = node.master_id
+                ms_diff = ms - (master >> 64)
+                seq_diff = seq - (master & SEQ_MASK)
+                size += cost + (2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff)))
+                node.lp_bytes = size + (2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))) + (_COUNT_STEPS.get(count, 0) if count >= 127 else 0)
+                node.count = count + 1
+                ids.append(entry_id)
+                node.rows.append(flat[1::2])
+                node.last_id = entry_id
+                length = self.length
+                self.length = length + 1
+                self.entries_added += 1
+                self.last_id = entry_id
+                if not length:
+                    self.first_id = entry_id
+                return ms, seq
+        self.append(entry_id, flat, max_entries, max_bytes)
+        return ms, seq
+
     def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
         """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
+        nodes = self.nodes
         total = sum(map(len, flat))
         if total > LISTPACK_MAX_SIZE:
             raise ReplyError(TOO_LARGE)
-        nodes = self.nodes
         node = nodes[-1] if nodes else None
         if node is not None:
             limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
@@ -255,17 +316,22 @@ class Stream:
         master = node.master_id
         ms_diff = (entry_id >> 64) - (master >> 64)
         seq_diff = (entry_id & SEQ_MASK) - (master & SEQ_MASK)
-        size += 2  # flags
         size += 2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff))
         size += 2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))
         sizes = _STR_SIZES
         if same:
             row = flat[1::2]
+            cost = 2 + _int_size(nfields + 3)  # flags, lp-count
             for value in row:
-                size += sizes.get(value) or _str_size_cached(value)
-            size += _int_size(nfields + 3)
+                cost += sizes.get(value) or _str_size_cached(value)
+            size += cost
+            if total <= _ROWS_MAX_TOTAL:
+                if len(_ROWS) >= _ROWS_MAX:
+                    _ROWS.clear()
+                _ROWS[tuple(flat)] = (total, names, cost)
         else:
             row = [None, *flat]
+            size += 2  # flags
             for item in flat:
                 size += sizes.get(item) or _str_size_cached(item)
             size += _int_size(nfields) + _int_size(2 * nfields + 4)

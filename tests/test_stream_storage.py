@@ -375,6 +375,41 @@ def test_matches_list_model(ops, max_entries):
             assert s.get(entry_id) == flat
 
 
+def _nodes(s: Stream) -> list:
+    return [(n.master_id, n.fields, n.count, n.deleted, n.lp_bytes, n.last_id) for n in s.nodes]
+
+
+@pytest.mark.parametrize("max_entries, max_bytes", [(100, 4096), (3, 4096), (0, 300), (100, 0), (1000, 1 << 20), (1000, 1 << 31)])
+def test_add_fast_path_matches_append(max_entries, max_bytes):
+    """Stream.add (XADD *) with its memoized sizes builds the same nodes as next_id + append."""
+    import random
+
+    rnd = random.Random(max_entries * 7 + max_bytes)
+    fast, slow = Stream(), Stream()
+    now = 1700000000000
+    values = [b"1234", b"10.5", b"-7", b"007", b"x" * 70, b"200"]
+    for step in range(3000):
+        now += rnd.choice([0, 0, 0, 1, 300])
+        if rnd.random() < 0.8:
+            flat = [b"sensor-id", rnd.choice(values), b"temperature", rnd.choice(values)]
+        else:
+            flat = [rnd.choice([b"a", b"sensor-id", b"b"]), rnd.choice(values)]
+        if step % 500 == 499:  # XSETID-like jump to the last sequence of the current ms
+            fast.last_id = slow.last_id = make_id(max(now, slow.last_id >> 64), 2**64 - 1)
+        ms, seq = fast.add(now, flat, max_entries, max_bytes)
+        entry_id = slow.next_id(now)
+        slow.append(entry_id, flat, max_entries, max_bytes)
+        assert make_id(ms, seq) == entry_id
+        if step % 700 == 0 and slow.length > 5:
+            victims = [e for e, _f in slow.range(0, MAX_ID)][-3:]
+            assert fast.delete(victims) == slow.delete(victims)
+        if step % 900 == 0:
+            fast, slow = Stream.load(fast.dump()), Stream.load(slow.dump())  # a sealed tail node
+        assert _nodes(fast) == _nodes(slow)
+    assert fast.range(0, MAX_ID) == slow.range(0, MAX_ID)
+    assert (fast.length, fast.last_id, fast.first_id, fast.entries_added) == (slow.length, slow.last_id, slow.first_id, slow.entries_added)
+
+
 def test_dump_and_load_keep_nodes_and_counters():
     import msgpack
 

@@ -142,6 +142,25 @@ def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
 )
 def xadd(ctx, argv):
     """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
+    argc = len(argv)
+    if argv[2] == b"*" and argc & 1 and argc > 3:  # `XADD key * field value ...`, the usual form
+        key = argv[1]
+        server = ctx.server
+        now = server.now
+        db = ctx.db
+        stream = db.lookup_type(key, now, Stream)
+        config = server.config.values
+        fields = argv[3:]
+        if stream is None:
+            stream = Stream()
+            reply = b"%d-%d" % stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            db.set(key, stream)
+        else:
+            reply = b"%d-%d" % stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+        effect = argv.copy()  # [b"XADD", key, reply, *fields]
+        effect[0] = b"XADD"
+        effect[2] = reply
+        return reply, [effect]
     args = _PLAIN_XADD if argv[2] == b"*" else parse_trim_args(ctx, argv, xadd=True)
     field_pos = args.id_pos + 1
     nfields = len(argv) - field_pos
