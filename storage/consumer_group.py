@@ -19,9 +19,13 @@ a clock. The stream is read only through its counters (`len(stream)`,
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import islice
+from collections import deque
+from itertools import islice, repeat
+from operator import attrgetter
 
 from .stream_id import MAX_ID
+
+_consumer_of = attrgetter("consumer")
 
 INVALID_ENTRIES_READ = -1  # SCG_INVALID_ENTRIES_READ: the group's logical read counter is unknown
 
@@ -35,6 +39,16 @@ class PendingEntry:
         self.consumer = consumer
         self.delivery_time = delivery_time
         self.delivery_count = delivery_count
+
+
+class SharedPendingEntry(PendingEntry):
+    """One PendingEntry standing for every ID of one XREADGROUP delivery (same owner, time, count 1).
+
+    Saves an object per entry on the hottest path. Nothing may change it in
+    place: ConsumerGroup.own() gives an ID its private copy first.
+    """
+
+    __slots__ = ()
 
 
 class PendingList:
@@ -92,9 +106,18 @@ class PendingList:
         if pending is None:
             return default
         self.stale += 1
-        if self.stale > 64 and self.stale > len(self.entries):
-            self._compact()
+        self.settle()
         return pending
+
+    def settle(self) -> None:
+        """After removals: drop every ID once none is live, compact once the stale outnumber the live."""
+        stale = self.stale
+        if stale > 64 or not self.entries:
+            if not self.entries:
+                self.order = []
+                self.head = self.stale = 0
+            elif stale > len(self.entries):
+                self._compact()
 
     def __delitem__(self, entry_id: int) -> None:
         if self.pop(entry_id) is None:
@@ -246,6 +269,7 @@ class ConsumerGroup:
             consumer.pel[entry_id] = pending
             return pending
         # Already pending (the group's ID was moved back by SETID): it changes owner and starts over.
+        pending = self.own(entry_id, pending)
         if pending.consumer is not consumer:
             del pending.consumer.pel[entry_id]
             consumer.pel[entry_id] = pending
@@ -254,47 +278,66 @@ class ConsumerGroup:
         pending.delivery_count = 1
         return pending
 
-    def add_new(self, entry_ids: list[int], consumer: Consumer, now: int) -> list[PendingEntry]:
-        """First deliveries of increasing IDs (XREADGROUP >): add_pending for each, in bulk when they all go last."""
+    def add_new(self, entry_ids: list[int], consumer: Consumer, now: int) -> None:
+        """First deliveries of increasing IDs (XREADGROUP >): add_pending for each, in bulk when they all go last.
+
+        In bulk the IDs share one SharedPendingEntry.
+        """
         pel, own = self.pel, consumer.pel
         first = entry_ids[0]
         if (not pel.order or first > pel.order[-1]) and (not own.order or first > own.order[-1]):
-            added = [PendingEntry(consumer, now) for _ in entry_ids]
-            pairs = dict(zip(entry_ids, added, strict=True))
+            pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)
+            pairs = dict.fromkeys(entry_ids, pending)
             pel.entries.update(pairs)
             pel.order.extend(entry_ids)
             own.entries.update(pairs)
             own.order.extend(entry_ids)
-            return added
-        return [self.add_pending(entry_id, consumer, now) for entry_id in entry_ids]
+            return
+        for entry_id in entry_ids:
+            self.add_pending(entry_id, consumer, now)
+
+    def own(self, entry_id: int, pending: PendingEntry) -> PendingEntry:
+        """entry_id's pending entry, given its private copy first if it is shared (call before any change)."""
+        if type(pending) is not SharedPendingEntry:
+            return pending
+        mine = PendingEntry(pending.consumer, pending.delivery_time, pending.delivery_count)
+        self.pel.entries[entry_id] = mine  # the same keys: both lists' order is unchanged
+        pending.consumer.pel.entries[entry_id] = mine
+        return mine
 
     def ack_many(self, entry_ids: list[int]) -> list[bool]:
         """XACK: which of entry_ids were pending (and are acknowledged now).
 
-        PendingList.pop inlined: the group's and the owners' entries go, their
-        stale counts grow and each list is compacted (if due) once at the end.
+        PendingList.pop done in bulk (C-level map over dict.pop): the group's and
+        the owners' entries go, their stale counts grow, and each list is
+        settled once at the end. The usual call acknowledges one consumer's batch.
         """
         pel = self.pel
-        pop = pel.entries.pop
-        done = []
-        owners = []  # the owners' PELs touched, checked for compaction at the end
-        last = None
-        for entry_id in entry_ids:
-            pending = pop(entry_id, None)
-            if pending is None:
-                done.append(False)
-                continue
-            own = pending.consumer.pel
-            del own.entries[entry_id]
-            own.stale += 1
-            if own is not last:
-                owners.append(own)
-                last = own
-            done.append(True)
-        pel.stale += len(entry_ids) - done.count(False)
-        for pending_list in (pel, *owners):
-            if pending_list.stale > 64 and pending_list.stale > len(pending_list.entries):
-                pending_list._compact()
+        popped = list(map(pel.entries.pop, entry_ids, repeat(None)))
+        if None in popped:
+            done = [pending is not None for pending in popped]
+            acked = [entry_id for entry_id, ok in zip(entry_ids, done, strict=True) if ok]
+            popped = [pending for pending in popped if pending is not None]
+        else:
+            done = [True] * len(entry_ids)
+            acked = entry_ids
+        if not acked:
+            return done
+        pel.stale += len(acked)
+        owners = set(map(_consumer_of, popped))
+        if len(owners) == 1:
+            own = owners.pop().pel
+            deque(map(own.entries.__delitem__, acked), 0)
+            own.stale += len(acked)
+            own.settle()
+        else:
+            for entry_id, pending in zip(acked, popped, strict=True):
+                own = pending.consumer.pel
+                del own.entries[entry_id]
+                own.stale += 1
+            for consumer in owners:
+                consumer.pel.settle()
+        pel.settle()
         return done
 
     def drop_pending(self, entry_id: int) -> None:
@@ -303,13 +346,15 @@ class ConsumerGroup:
         if pending.consumer is not None:
             pending.consumer.pel.pop(entry_id, None)
 
-    def transfer(self, entry_id: int, pending: PendingEntry, consumer: Consumer) -> None:
-        """Give a pending entry to consumer (XCLAIM, XAUTOCLAIM)."""
+    def transfer(self, entry_id: int, pending: PendingEntry, consumer: Consumer) -> PendingEntry:
+        """Give a pending entry to consumer (XCLAIM, XAUTOCLAIM); returns it, private, for further changes."""
+        pending = self.own(entry_id, pending)
         if pending.consumer is not consumer:
             if pending.consumer is not None:
                 del pending.consumer.pel[entry_id]
             consumer.pel[entry_id] = pending
             pending.consumer = consumer
+        return pending
 
     def pel_range(self, start: int, end: int, consumer: Consumer | None = None):
         """(id, PendingEntry) pairs with start <= id <= end, of the group or of one consumer."""

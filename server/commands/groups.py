@@ -78,8 +78,7 @@ class DeliveredIds:
 
     def parse(self, args: list[bytes]) -> list[int]:
         """parse_id_fast of each argument (raising as it does)."""
-        get = self.new.get
-        ids = [get(arg) for arg in args]
+        ids = list(map(self.new.get, args))
         if None in ids:
             old = self.old.get
             ids = [old(arg) if entry_id is None else entry_id for entry_id, arg in zip(ids, args, strict=True)]
@@ -384,10 +383,10 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroup
     if not entries:
         return None
     group_name = request.group
-    delivered = [entry_id for entry_id, _fields in entries]
+    delivered, bodies = zip(*entries, strict=True)
     group.advance_many(stream, delivered)
     wire_ids = [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in delivered]
-    reply = Entries(zip(wire_ids, [fields for _entry_id, fields in entries], strict=True))
+    reply = Entries(zip(wire_ids, bodies, strict=True))
     if not request.noack:
         group.add_new(delivered, consumer, now)
         _delivered_ids.remember(wire_ids, delivered)
@@ -411,7 +410,7 @@ def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, co
         if fields is None:
             reply.append([format_id(entry_id), NULL_ARRAY])
             continue
-        pending = consumer.pel[entry_id]
+        pending = group.own(entry_id, consumer.pel[entry_id])
         pending.delivery_time = now
         pending.delivery_count += 1
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
@@ -609,7 +608,7 @@ def xclaim(ctx, argv):
             pending = pel[entry_id] = PendingEntry(None, now)
         elif min_idle and now - pending.delivery_time < min_idle:
             continue
-        group.transfer(entry_id, pending, consumer)
+        pending = group.transfer(entry_id, pending, consumer)
         pending.delivery_time = delivery_time
         if retry_count >= 0:
             pending.delivery_count = retry_count
@@ -672,7 +671,7 @@ def xautoclaim(ctx, argv):
             continue
         if min_idle and now - pending.delivery_time < min_idle:
             continue
-        group.transfer(entry_id, pending, consumer)
+        pending = group.transfer(entry_id, pending, consumer)
         pending.delivery_time = now
         if not justid:
             pending.delivery_count += 1
