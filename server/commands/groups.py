@@ -90,6 +90,14 @@ class DeliveredIds:
 _delivered_ids = DeliveredIds()
 
 
+def _format_ids(entry_ids) -> list[bytes]:
+    """format_id of each ID; in C-level maps when they share their milliseconds (as a batch usually does)."""
+    ms = entry_ids[0] >> 64
+    if entry_ids[-1] >> 64 == ms:  # increasing IDs: all of them have these milliseconds
+        return list(map((b"%d-" % ms).__add__, map(b"%d".__mod__, map((ms << 64).__rsub__, entry_ids))))
+    return [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in entry_ids]
+
+
 def _int_bytes(value: int) -> bytes:
     return b"%d" % value
 
@@ -278,6 +286,13 @@ def xgroup_help(ctx, argv):
 # -- XREADGROUP -------------------------------------------------------------------
 
 
+def _parse_count(arg: bytes) -> int:
+    """COUNT's argument as Redis takes it (an integer, negatives meaning 0); plain digits without to_int."""
+    if arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or arg == b"0"):
+        return int(arg)
+    return max(to_int(arg), 0)
+
+
 class ReadGroupRequest:
     """A parsed XREADGROUP: what to read, for whom, how much, how long to wait."""
 
@@ -290,8 +305,7 @@ class ReadGroupRequest:
         if argc == 9 and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
             # The usual shape, `GROUP g c COUNT n STREAMS key id`: what the loop below would make of it.
             self.group, self.consumer = argv[2], argv[3]
-            count = argv[5]
-            self.count = int(count) if count.isdigit() and len(count) < 19 and (count[0] != 48 or count == b"0") else max(to_int(count), 0)
+            self.count = _parse_count(argv[5])
             self.keys = argv[7:8]
             self.ids = argv[8:]
             return
@@ -307,7 +321,7 @@ class ReadGroupRequest:
                 self.timeout = parse_timeout(argv[i], ctx.server.now)
             elif option == b"COUNT" and more:
                 i += 1
-                self.count = max(to_int(argv[i]), 0)
+                self.count = _parse_count(argv[i])
             elif option == b"STREAMS" and more:
                 streams_arg = i + 1
                 if (argc - streams_arg) % 2:
@@ -367,27 +381,26 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
         if start is not None:
             served.append((key, _read_history(stream, group, consumer, start, request.count, now, key, request.group, effects)))
         else:
-            entries = _read_new(stream, group, consumer, request, now, key, effects)
+            entries = _read_new(stream, group, consumer, request.group, request.count, request.noack, now, key, effects)
             if entries is not None:
                 served.append((key, entries))
         effects.append(consumer_effect(key, request.group, consumer))
     return served
 
 
-def _read_new(stream: Stream, group: ConsumerGroup, consumer, request: ReadGroupRequest, now: int, key: bytes, effects: list) -> Entries | None:
+def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes, count: int, noack: bool, now: int, key: bytes, effects: list) -> Entries | None:
     """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK.
 
     None (and no change) when there is nothing new, i.e. when _has_new() is false.
     """
-    entries = stream.range(group.last_id + 1, MAX_ID, request.count or None)
+    entries = stream.range(group.last_id + 1, MAX_ID, count or None)
     if not entries:
         return None
-    group_name = request.group
     delivered, bodies = zip(*entries, strict=True)
     group.advance_many(stream, delivered)
-    wire_ids = [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in delivered]
+    wire_ids = _format_ids(delivered)
     reply = Entries(zip(wire_ids, bodies, strict=True))
-    if not request.noack:
+    if not noack:
         group.add_new(delivered, consumer, now)
         _delivered_ids.remember(wire_ids, delivered)
         # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
@@ -424,6 +437,29 @@ def _streams_reply(ctx, served: list) -> list | Map:
     return [[key, entries] for key, entries in served]
 
 
+def _read_new_now(ctx, argv: list[bytes]):
+    """`XREADGROUP GROUP g c COUNT n STREAMS key >`, the form consumers loop on.
+
+    The steps ReadGroupRequest, resolve() and _read_group() take for it, in
+    the same order (so the same errors), without their general objects.
+    """
+    count = _parse_count(argv[5])
+    key, group_name = argv[7], argv[2]
+    stream = lookup_stream(ctx, key)
+    group = stream.groups.get(group_name) if stream is not None else None
+    if group is None:
+        raise _nogroup(key, group_name, " in XREADGROUP with GROUP option")
+    now = ctx.server.now
+    consumer, _created = group.consumer(argv[3], now)
+    consumer.seen_time = now
+    effects: list = []
+    entries = _read_new(stream, group, consumer, group_name, count, False, now, key, effects)
+    effects.append(consumer_effect(key, group_name, consumer))
+    if entries is None:
+        return NULL_ARRAY, effects
+    return _streams_reply(ctx, [(key, entries)]), effects
+
+
 @command(
     "xreadgroup", -7, "write blocking", keys=streams_keys, group="stream",
     summary="Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
@@ -431,6 +467,8 @@ def _streams_reply(ctx, served: list) -> list | Map:
 )  # fmt: skip
 def xreadgroup(ctx, argv):
     """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
+    if len(argv) == 9 and argv[8] == b">" and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
+        return _read_new_now(ctx, argv)
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
     effects: list = []
