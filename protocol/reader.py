@@ -22,10 +22,12 @@ INT_MAX = 2**31 - 1
 UNAUTH_MAX_ARGS = 10  # Redis's limits before AUTH (processMultibulkBuffer)
 UNAUTH_MAX_BULK = 16384
 _STAR = 42  # b"*"
+_LF = 10  # b"\n"
 # '*' and nine digits: a count hiredis would allocate as one list before any
 # element arrives (8 bytes a slot; freeing 3e9 slots stalls the server for
 # seconds). Such counts are refused before hiredis sees them.
 _HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
+_huge_search = _HUGE_COUNT.search
 _COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
 
@@ -194,7 +196,7 @@ class RequestReader:
     -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "max_bulk_len", "max_query_buffer", "unauthenticated")
+    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "max_bulk_len", "max_query_buffer", "unauthenticated")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
@@ -203,12 +205,49 @@ class RequestReader:
         self._carry = 0
         self._check: _HeaderCheck | None = None
         self._held = b""  # a trailing '*' + digits kept for the next read
+        self._clean = True  # at a command boundary with nothing held back: the fast path applies
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
 
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         commands: list[list[bytes]] = []
+        if self._clean and data and data[0] == _STAR and data[-1] == _LF and _huge_search(data) is None:
+            # The usual read: whole requests from a command boundary (ending
+            # with a line end, so no count is cut at the edge). Anything unusual
+            # in it is parsed again from the start by the general path.
+            reader = self._reader
+            reader.feed(data)
+            self._fresh = False
+            gets = reader.gets
+            try:
+                argv = gets()
+                while type(argv) is list and argv:
+                    commands.append(argv)
+                    argv = gets()
+            except hiredis.ProtocolError:
+                argv = None
+            if argv is False and commands:
+                try:  # requests are arrays of bulk strings only: a C-level join checks every argument
+                    b"".join(commands[0]) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
+                except TypeError:
+                    pass
+                else:
+                    last = commands[-1][-1]
+                    end = len(data) - 2 - len(last)
+                    if end >= 2 and data[end - 1] == _LF and data.startswith(last, end) and not reader.has_data():
+                        return commands, None  # hiredis stopped between commands (see _feed_multibulk)
+                    self._clean = False
+                    try:
+                        self._pending(data, 0, commands, 0, 0, 1)
+                    except QueryBufferLimit:
+                        return commands, ""
+                    except ProtocolError as exc:
+                        return commands, f"ERR Protocol error: {exc}"
+                    return commands, None
+            self._reader = hiredis.Reader()
+            commands = []
+        self._clean = False
         if self._held:
             data = self._held + data
             self._held = b""
@@ -230,7 +269,11 @@ class RequestReader:
             return commands, ""
         except ProtocolError as exc:
             return commands, f"ERR Protocol error: {exc}"
+        self._clean = self._is_clean()
         return commands, None
+
+    def _is_clean(self) -> bool:
+        return not self._held and not self._inline and self._carry == 0 and self._check is None
 
     def _feed_part(self, data: bytes, commands: list) -> None:
         if self._fresh and (self._inline or data[:1] != b"*"):
@@ -351,8 +394,9 @@ class RequestReader:
             end = len(data) - 2 - len(last)
             at_boundary = end >= 2 and data[end - 2 : end] == b"\r\n" and data.startswith(last, end)
         if at_boundary:
-            self._carry, self._check = 0, None
+            self._carry, self._check, self._clean = 0, None, True
         else:
+            self._clean = False
             self._pending(data, pos, commands, first, skipped, done or skipped)
         return None
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from time import time as _time
 
 from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
-from protocol.reply import OK, QUEUED, Error
+from protocol.reply import OK, QUEUED, Error, Simple
 
 from .server import BLOCKED, Server
 
@@ -104,11 +105,20 @@ class Client(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.last_interaction = now = time.time()
+        self.last_interaction = now = _time()
         server = self.server
         server.now = int(now * 1000)
         server.net_input_bytes += len(data)
         commands, error = self.reader.feed(data)
+        if error is not None or not self.authenticated:
+            self._refuse(commands, error)
+        if self.blocked is not None or self.pending:
+            self.pending.extend(commands)
+        elif commands:
+            self.run(commands)
+
+    def _refuse(self, commands: list, error: str | None) -> None:
+        """Queue a protocol error (answered in turn, then the link closes); Redis's pre-AUTH limits."""
         if not self.authenticated and commands:
             over = unauthenticated_error(commands)
             if over >= 0:  # Redis refuses big requests before AUTH, at the protocol level
@@ -117,11 +127,7 @@ class Client(asyncio.Protocol):
                 big = len(argv) > UNAUTH_MAX_ARGS
                 error = f"ERR Protocol error: unauthenticated {'multibulk' if big else 'bulk'} length"
         if error is not None:
-            commands.append(error)  # answered in turn, then the link is closed
-        if self.blocked is not None or self.pending:
-            self.pending.extend(commands)
-        elif commands:
-            self.run(commands)
+            commands.append(error)
 
     # -- execution ---------------------------------------------------------
 
@@ -149,8 +155,11 @@ class Client(asyncio.Protocol):
                 self.pending.extend(remaining)
                 break
             if self.reply_mode is ON:
-                if reply is OK:
-                    out.append(b"+OK\r\n")
+                kind = type(reply)
+                if kind is Simple:  # OK, PONG: the same in both protocols
+                    out.append(b"+%s\r\n" % reply)
+                elif kind is bytes:
+                    out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
                 else:
                     self.encode(reply, out)
             elif self.reply_mode is SKIP:
@@ -162,8 +171,16 @@ class Client(asyncio.Protocol):
             if self.close_after_reply:
                 break
         self.last_command = argv
-        if out or self.close_after_reply:
-            self.send(out)
+        if out and self.transport is not None:
+            if self.output:
+                self.output += out
+            else:  # send(), inlined: this is the path every reply takes
+                self.output = out
+                if not server.pending_writes:
+                    server.loop.call_soon(server.flush_writes)
+                server.pending_writes.append(self)
+        elif self.close_after_reply:
+            self.send([])
 
     def resume(self, reply) -> None:
         """Called when the Block this client waited on is served or times out."""
@@ -207,16 +224,15 @@ class Client(asyncio.Protocol):
     def flush(self) -> None:
         """Write what send() queued; close the link if a reply asked for it."""
         transport = self.transport
-        if transport is None or transport.is_closing():  # killed meanwhile: replies are dropped
-            self.output = []
-            return
         output = self.output
         if output:
-            payload = output[0] if len(output) == 1 else b"".join(output)
             self.output = []
+            if transport is None:
+                return
+            payload = output[0] if len(output) == 1 else b"".join(output)
             self.server.net_output_bytes += len(payload)
-            transport.write(payload)
-        if self.close_after_reply:
+            transport.write(payload)  # after a kill() the transport is closing and drops it
+        if self.close_after_reply and transport is not None:
             transport.close()
 
     # -- state used by handlers -------------------------------------------
