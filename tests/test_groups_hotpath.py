@@ -88,3 +88,5 @@ def test_delivered_ids_memo_answers_as_parsing():
     assert b"5-1" not in memo.old and memo.parse([b"5-1"]) == [ids[0]]
     with pytest.raises(ReplyError, match="Invalid stream ID"):
         memo.parse([b"6-0", b"bad", b"5-1"])
+    memo.remember([b"11-0", b"11-1", b"11-2"], [11 << 64, 11 << 64 | 1, 11 << 64 | 2])  # larger than a generation
+    assert b"11-0" not in memo.new and memo.parse([b"11-2"]) == [11 << 64 | 2]

@@ -70,6 +70,9 @@ class DeliveredIds:
         self.size = size
 
     def remember(self, wire_ids: list[bytes], entry_ids: list[int]) -> None:
+        """Keep one delivery's IDs (not one larger than a generation: its acks are parsed)."""
+        if len(wire_ids) > self.size:
+            return
         new = self.new
         if len(new) >= self.size:
             self.old = new
@@ -90,12 +93,32 @@ class DeliveredIds:
 _delivered_ids = DeliveredIds()
 
 
+_SEQS = [b"%d" % seq for seq in range(1024)]  # the usual sequence numbers, formatted once
+
+
 def _format_ids(entry_ids) -> list[bytes]:
-    """format_id of each ID; in C-level maps when they share their milliseconds (as a batch usually does)."""
+    """format_id of each of these increasing IDs, cheaply when they share their milliseconds.
+
+    As a delivery's IDs usually do: the milliseconds are formatted once and
+    small sequence numbers looked up (int -> decimal is the costly part).
+    """
     ms = entry_ids[0] >> 64
-    if entry_ids[-1] >> 64 == ms:  # increasing IDs: all of them have these milliseconds
-        return list(map((b"%d-" % ms).__add__, map(b"%d".__mod__, map((ms << 64).__rsub__, entry_ids))))
+    base = ms << 64
+    if entry_ids[-1] - base < 1024:  # increasing: every ID has these milliseconds and a small sequence
+        prefix, seqs = b"%d-" % ms, _SEQS
+        return [prefix + seqs[entry_id - base] for entry_id in entry_ids]
     return [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in entry_ids]
+
+
+_last_time = [-1, b"-1"]  # the last time formatted, and its bytes: commands in a batch share `now`
+
+
+def _time_bytes(ms: int) -> bytes:
+    """b"%d" % ms, remembered for the next call (several effects per command carry the same time)."""
+    last = _last_time
+    if ms != last[0]:
+        last[0], last[1] = ms, b"%d" % ms
+    return last[1]
 
 
 def _int_bytes(value: int) -> bytes:
@@ -133,10 +156,9 @@ def setid_effect(key: bytes, group_name: bytes, group: ConsumerGroup) -> list[by
 
 def consumer_effect(key: bytes, group_name: bytes, consumer) -> list[bytes]:
     """Create-if-missing plus both times: replays a consumer's state exactly."""
-    return [
-        b"XGROUP", b"CREATECONSUMER", key, group_name, consumer.name,
-        b"SEENTIME", _int_bytes(consumer.seen_time), b"ACTIVETIME", _int_bytes(consumer.active_time),
-    ]  # fmt: skip
+    seen = _time_bytes(consumer.seen_time)
+    active = seen if consumer.active_time == consumer.seen_time else b"%d" % consumer.active_time
+    return [b"XGROUP", b"CREATECONSUMER", key, group_name, consumer.name, b"SEENTIME", seen, b"ACTIVETIME", active]
 
 
 # -- XGROUP -----------------------------------------------------------------------
@@ -406,11 +428,12 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
         # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
         # XCLAIM of them all recreates those PEL entries exactly.
         effects.append(
-            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
+            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", _time_bytes(now),
              b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
         )  # fmt: skip
         consumer.active_time = now
-    effects.append(setid_effect(key, group_name, group))
+    # setid_effect(), with the new last ID's wire form at hand
+    effects.append([b"XGROUP", b"SETID", key, group_name, wire_ids[-1], b"ENTRIESREAD", b"%d" % group.entries_read])
     return reply
 
 
