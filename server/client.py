@@ -221,20 +221,6 @@ class Client(asyncio.Protocol):
             self.server.queue_write(self)
         self.output += chunks
 
-    def flush(self) -> None:
-        """Write what send() queued; close the link if a reply asked for it."""
-        transport = self.transport
-        output = self.output
-        if output:
-            self.output = []
-            if transport is None:
-                return
-            payload = output[0] if len(output) == 1 else b"".join(output)
-            self.server.net_output_bytes += len(payload)
-            transport.write(payload)  # after a kill() the transport is closing and drops it
-        if self.close_after_reply and transport is not None:
-            transport.close()
-
     # -- state used by handlers -------------------------------------------
 
     def set_resp(self, version: int) -> None:
@@ -265,7 +251,7 @@ class Client(asyncio.Protocol):
     def kill(self) -> None:
         """Close the link; replies to commands already run still go out first."""
         if self.transport is not None:
-            self.flush()
+            self.server.flush_writes()
             self.transport.close()
 
 

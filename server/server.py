@@ -283,9 +283,20 @@ class Server:
         self.pending_writes.append(client)
 
     def flush_writes(self) -> None:
+        """Write each queued client's replies in one call; close those that asked for it."""
         clients, self.pending_writes = self.pending_writes, []
+        written = 0
         for client in clients:
-            client.flush()
+            output, transport = client.output, client.transport
+            if output:
+                client.output = []
+                if transport is not None:
+                    payload = b"".join(output)  # one chunk is returned as it is
+                    written += len(payload)
+                    transport.write(payload)  # after a kill() the transport is closing and drops it
+            if client.close_after_reply and transport is not None:
+                transport.close()
+        self.net_output_bytes += written
 
     # -- blocking ----------------------------------------------------------
 
