@@ -181,6 +181,18 @@ def _expand(fields: tuple[bytes, ...], row: list) -> list[bytes]:
     return out
 
 
+def expand_rows(fields: tuple[bytes, ...], rows: list[list]) -> list[list[bytes]]:
+    """Rows of one node back to flat [field, value, ...] lists, in one call (the usual one or two fields inline)."""
+    n = len(fields)
+    if n == 2:
+        f0, f1 = fields
+        return [[f0, row[0], f1, row[1]] if row[0] is not None else row[1:] for row in rows]
+    if n == 1:
+        f0 = fields[0]
+        return [[f0, row[0]] if row[0] is not None else row[1:] for row in rows]
+    return [_expand(fields, row) for row in rows]
+
+
 # -- the stream --------------------------------------------------------------
 
 
@@ -368,36 +380,56 @@ class Stream:
     def range(self, start: int, end: int, count: int | None = None, rev: bool = False) -> list[tuple[int, list[bytes]]]:
         """Live entries with start <= id <= end, oldest first (newest first if rev)."""
         out: list[tuple[int, list[bytes]]] = []
+        for node, ids, rows, lo, hi in self.spans(start, end, count, rev):
+            if rev:
+                part = list(zip(ids[lo:hi], expand_rows(node.fields, rows[lo:hi]), strict=True))
+                part.reverse()
+                out += part
+            else:
+                out += zip(ids[lo:hi], expand_rows(node.fields, rows[lo:hi]), strict=True)
+        return out
+
+    def spans(self, start: int, end: int, count: int | None = None, rev: bool = False) -> list[tuple[Node, list[int], list[list], int, int]]:
+        """Where range() finds its entries: (node, ids, rows, lo, hi) per node, ids[lo:hi] the node's
+        entries in the range (read backwards when rev), at most `count` entries in all.
+
+        For callers that cache per node: a node's `packed` is None while it is open
+        (its entries still change); a sealed node's `packed` is replaced whenever its entries change.
+        """
+        out: list[tuple[Node, list[int], list[list], int, int]] = []
         if start > end or not self.length:
             return out
         nodes, keys = self.nodes, self.keys
+        left = count or 0  # entries still wanted when count is given
         if not rev:
-            first = bisect_right(keys, start) - 1
+            # (`-` and `+` need no search: IDs compare as 128-bit ints, not cheaply)
+            first = bisect_right(keys, start) - 1 if start else 0
             for i in range(max(first, 0), len(nodes)):
                 node = nodes[i]
                 if node.master_id > end:
                     break
                 ids, rows = _decoded(node)
-                fields = node.fields
-                stop = bisect_right(ids, end)
-                low = bisect_left(ids, start)
-                take = min(stop, low + count - len(out)) if count else stop
-                out += [(ids[j], _expand(fields, rows[j])) for j in range(low, take)]
-                if (count and len(out) >= count) or stop < len(ids):
+                stop = len(ids) if end == MAX_ID else bisect_right(ids, end)
+                low = bisect_left(ids, start) if start else 0
+                take = min(stop, low + left) if count else stop
+                if take > low:
+                    out.append((node, ids, rows, low, take))
+                    left -= take - low
+                if (count and not left) or stop < len(ids):
                     break
         else:
-            i = bisect_right(keys, end) - 1
+            i = len(keys) - 1 if end == MAX_ID else bisect_right(keys, end) - 1
             while i >= 0:
                 node = nodes[i]
                 ids, rows = _decoded(node)
-                fields = node.fields
-                j = bisect_right(ids, end) - 1
-                low = bisect_left(ids, start)
-                while j >= low:
-                    out.append((ids[j], _expand(fields, rows[j])))
-                    if count and len(out) >= count:
-                        return out
-                    j -= 1
+                stop = len(ids) if end == MAX_ID else bisect_right(ids, end)
+                low = bisect_left(ids, start) if start else 0
+                if stop > low:
+                    first = max(low, stop - left) if count else low
+                    out.append((node, ids, rows, first, stop))
+                    left -= stop - first
+                    if count and not left:
+                        break
                 if low > 0 or node.master_id < start:
                     break
                 i -= 1

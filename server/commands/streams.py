@@ -10,11 +10,14 @@ explicit ENTRIESADDED and MAXDELETEDID.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
+
+from hiredis import pack_command
 
 from protocol.errors import SYNTAX, ReplyError, wrong_arity
-from protocol.reply import NULL_ARRAY, Entries, Map, Simple
+from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
-from storage.stream import Stream
+from storage.stream import Node, Stream, expand_rows
 from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
 
 from ..command import command
@@ -34,6 +37,67 @@ NO_SUCH_KEY = "ERR no such key"
 def entries_reply(entries: list[tuple[int, list[bytes]]]) -> list:
     """[[id, [field, value, ...]], ...] as Redis emits a range."""
     return Entries([[b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK), fields] for entry_id, fields in entries])
+
+
+# -- XRANGE / XREVRANGE replies, pre-encoded ----------------------------------------
+#
+# A range reply is the same RESP in both protocol versions (see protocol.reply.Entries),
+# so XRANGE answers with those bytes (Raw) directly. Sealed nodes only change by being
+# repacked, so the wire form of their entries is kept per node (filled as entries are
+# read, validated against node.packed) in a small LRU: reading the same entries again,
+# the usual XRANGE pattern, costs a slice per node.
+
+_WIRE: OrderedDict[Node, tuple[bytes, list[bytes | None]]] = OrderedDict()
+_WIRE_MAX = 32
+
+
+def _wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list]) -> list[bytes]:
+    """Entries of one node as the encoder writes them: *2, the ID as a bulk string, the field array."""
+    out = []
+    if len(fields) == 2:  # the usual shape, in one formatting step per entry
+        f0, f1 = fields
+        head0, head1 = b"*4\r\n$%d\r\n%s\r\n" % (len(f0), f0), b"$%d\r\n%s\r\n" % (len(f1), f1)
+        for entry_id, row in zip(ids, rows, strict=True):
+            wire_id = b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK)
+            v0 = row[0]
+            if v0 is not None:
+                v1 = row[1]
+                out.append(b"*2\r\n$%d\r\n%s\r\n%s$%d\r\n%s\r\n%s$%d\r\n%s\r\n" % (len(wire_id), wire_id, head0, len(v0), v0, head1, len(v1), v1))
+            else:
+                out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(wire_id), wire_id, pack_command(tuple(row[1:]))))
+        return out
+    for entry_id, flat in zip(ids, expand_rows(fields, rows), strict=True):
+        wire_id = b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK)
+        out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(wire_id), wire_id, pack_command(tuple(flat))))
+    return out
+
+
+def range_reply(stream: Stream, start: int, end: int, count: int | None, rev: bool) -> Raw:
+    """entries_reply(stream.range(...)) already encoded, from the per-node cache where it can."""
+    chunks = [b""]
+    total = 0
+    for node, ids, rows, lo, hi in stream.spans(start, end, count, rev):
+        packed = node.packed
+        if packed is None:  # the open tail node: its entries still change
+            part = _wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+        else:
+            cached = _WIRE.get(node)
+            if cached is None or cached[0] is not packed:
+                cached = _WIRE[node] = (packed, [None] * len(ids))
+                if len(_WIRE) > _WIRE_MAX:
+                    _WIRE.popitem(last=False)
+            else:
+                _WIRE.move_to_end(node)
+            wire = cached[1]
+            part = wire[lo:hi]
+            if None in part:
+                wire[lo:hi] = part = _wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+        if rev:
+            part.reverse()
+        chunks += part
+        total += hi - lo
+    chunks[0] = b"*%d\r\n" % total
+    return Raw(b"".join(chunks))
 
 
 # -- XADD / XTRIM arguments --------------------------------------------------------
@@ -209,24 +273,29 @@ def xtrim(ctx, argv):
 # -- reading ranges -----------------------------------------------------------------
 
 
+_COUNTS = {b"%d" % n: n for n in range(1, 1001)}  # COUNT arguments as to_int reads them, without the call
+
+
 def _range(ctx, argv: list[bytes], rev: bool):
     start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
-    start = parse_interval_start(start_arg)
-    end = parse_interval_end(end_arg)
+    start = 0 if start_arg == b"-" else parse_interval_start(start_arg)
+    end = MAX_ID if end_arg == b"+" else parse_interval_end(end_arg)
     count = -1
     j = 4
-    while j < len(argv):
-        if argv[j].lower() == b"count" and len(argv) - j - 1 >= 1:
-            count = max(to_int(argv[j + 1]), 0)
+    argc = len(argv)
+    while j < argc:
+        if argc - j - 1 >= 1 and argv[j].lower() == b"count":
+            arg = argv[j + 1]
+            count = _COUNTS.get(arg) or max(to_int(arg), 0)
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    stream = lookup_stream(ctx, argv[1])
+    stream = ctx.db.lookup_type(argv[1], ctx.server.now, Stream)
     if stream is None:
         return []
     if count == 0:
         return NULL_ARRAY
-    return entries_reply(stream.range(start, end, count if count > 0 else None, rev))
+    return range_reply(stream, start, end, count if count > 0 else None, rev)
 
 
 @command(
