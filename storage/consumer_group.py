@@ -314,7 +314,7 @@ class ConsumerGroup:
         """
         pel = self.pel
         popped = list(map(pel.entries.pop, entry_ids, repeat(None)))
-        if None in popped:
+        if not all(popped):  # some were not pending (a PendingEntry is always true)
             done = [pending is not None for pending in popped]
             acked = [entry_id for entry_id, ok in zip(entry_ids, done, strict=True) if ok]
             popped = [pending for pending in popped if pending is not None]

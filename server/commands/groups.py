@@ -82,7 +82,7 @@ class DeliveredIds:
     def parse(self, args: list[bytes]) -> list[int]:
         """parse_id_fast of each argument (raising as it does)."""
         ids = list(map(self.new.get, args))
-        if None in ids:
+        if not all(ids):  # a miss (None); a 0-0 hit only takes the slower path, which keeps it
             old = self.old.get
             ids = [old(arg) if entry_id is None else entry_id for entry_id, arg in zip(ids, args, strict=True)]
             if None in ids:
@@ -473,14 +473,14 @@ def _read_new_now(ctx, argv: list[bytes]):
     if group is None:
         raise _nogroup(key, group_name, " in XREADGROUP with GROUP option")
     now = ctx.server.now
-    consumer, _created = group.consumer(argv[3], now)
+    consumer = group.consumers.get(argv[3]) or group.consumer(argv[3], now)[0]
     consumer.seen_time = now
     effects: list = []
     entries = _read_new(stream, group, consumer, group_name, count, False, now, key, effects)
     effects.append(consumer_effect(key, group_name, consumer))
     if entries is None:
         return NULL_ARRAY, effects
-    return _streams_reply(ctx, [(key, entries)]), effects
+    return (Map({key: entries}) if ctx.resp == 3 else [[key, entries]]), effects  # _streams_reply()
 
 
 @command(
