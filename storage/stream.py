@@ -136,12 +136,15 @@ class Node:
         self.last_id = master_id  # last entry ever appended, tombstone or not
 
 
+_PACKER = msgpack.Packer(use_bin_type=True)  # msgpack.packb's, made once
+
+
 def _pack(node: Node, ids: list[int], rows: list[list]) -> bytes:
     """ms parts as deltas from the previous entry (the first from the master ID), seqs as they are, rows."""
     ms_parts = [entry_id >> 64 for entry_id in ids]
     deltas = [b - a for a, b in zip([node.master_id >> 64, *ms_parts], ms_parts, strict=False)]
     seqs = [entry_id & SEQ_MASK for entry_id in ids]
-    return msgpack.packb((deltas, seqs, rows), use_bin_type=True)
+    return _PACKER.pack((deltas, seqs, rows))
 
 
 def _unpack(node: Node) -> tuple[list[int], list[list]]:

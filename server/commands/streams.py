@@ -191,6 +191,10 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
     return args
 
 
+# XADD *'s reply: the milliseconds repeat from one call to the next and sequences are small.
+_MS_TEXT: list = [-1, b""]
+_SEQ_TEXT = [b"%d" % seq for seq in range(4096)]
+
 _PLAIN_XADD = TrimArgs()  # `XADD key * field value ...`: no options to parse
 _PLAIN_XADD.id_pos = 2
 
@@ -217,10 +221,14 @@ def xadd(ctx, argv):
         fields = argv[3:]
         if stream is None:
             stream = Stream()
-            reply = b"%d-%d" % stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            ms, seq = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
             db.set(key, stream)
         else:
-            reply = b"%d-%d" % stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            ms, seq = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+        ms_text = _MS_TEXT
+        if ms_text[0] != ms:
+            ms_text[:] = ms, b"%d-" % ms
+        reply = ms_text[1] + _SEQ_TEXT[seq] if seq < 4096 else b"%d-%d" % (ms, seq)
         effect = argv.copy()  # [b"XADD", key, reply, *fields]
         effect[0] = b"XADD"
         effect[2] = reply
