@@ -23,7 +23,7 @@ from __future__ import annotations
 from itertools import islice
 
 from protocol.errors import SYNTAX, ReplyError, wrong_arity
-from protocol.reply import NULL_ARRAY, OK, Entries, Map, Simple
+from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id
@@ -39,6 +39,7 @@ from .stream_args import (
     streams_keys,
     subcommand_syntax_error,
 )
+from .streams import _wire_entries as wire_entries
 
 NO_KEY = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
 
@@ -91,6 +92,14 @@ class DeliveredIds:
 
 
 _delivered_ids = DeliveredIds()
+
+
+def _entries_reply(spans, total: int) -> Raw:
+    """The entries of these spans (Stream.spans) as an Entries reply encodes them, the same in RESP2 and RESP3."""
+    chunks = [b"*%d\r\n" % total]
+    for node, ids, rows, lo, hi in spans:
+        chunks += wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+    return Raw(b"".join(chunks))
 
 
 _SEQS = [b"%d" % seq for seq in range(1024)]  # the usual sequence numbers, formatted once
@@ -415,13 +424,17 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
 
     None (and no change) when there is nothing new, i.e. when _has_new() is false.
     """
-    entries = stream.range(group.last_id + 1, MAX_ID, count or None)
-    if not entries:
+    spans = stream.spans(group.last_id + 1, MAX_ID, count or None)
+    if not spans:
         return None
-    delivered, bodies = zip(*entries, strict=True)
+    if len(spans) == 1:
+        _node, ids, _rows, lo, hi = spans[0]
+        delivered = ids[lo:hi]
+    else:
+        delivered = [entry_id for _node, ids, _rows, lo, hi in spans for entry_id in ids[lo:hi]]
     group.advance_many(stream, delivered)
     wire_ids = _format_ids(delivered)
-    reply = Entries(zip(wire_ids, bodies, strict=True))
+    reply = _entries_reply(spans, len(delivered))
     if not noack:
         group.add_new(delivered, consumer, now)
         _delivered_ids.remember(wire_ids, delivered)
