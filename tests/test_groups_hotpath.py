@@ -74,6 +74,27 @@ def test_shared_pending_entries_and_bulk_acks_match_redis(m, oracle):
         assert got == expected, (argv, got, expected)
 
 
+def test_delivered_entries_encode_as_redis(m, oracle):
+    """XREADGROUP > answers with pre-encoded entries: each field-set shape, across nodes, both protocols' bytes."""
+    raw(oracle)
+    script = [
+        ["XADD", "e", "1-1", "a", "1", "b", "2"],
+        ["XADD", "e", "1-2", "a", "3", "b", "4"],
+        ["XADD", "e", "1-3", "x", "5", "y", ""],  # other fields, same count
+        ["XADD", "e", "1-4", "a", "6"],
+        ["XADD", "e", "1-5", "a", "7", "b", "8", "c", "9"],
+        *(["XADD", "e", f"2-{seq}", "sensor-id", str(seq), "temperature", "10.5"] for seq in range(150)),
+        ["XGROUP", "CREATE", "e", "g", "0"],
+        ["XREADGROUP", "GROUP", "g", "c1", "COUNT", "3", "STREAMS", "e", ">"],
+        ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "STREAMS", "e", ">"],
+        ["XREADGROUP", "GROUP", "g", "c1", "COUNT", "120", "STREAMS", "e", ">"],  # across a node boundary
+        ["XREADGROUP", "GROUP", "g", "c3", "STREAMS", "e", ">"],
+        ["XREADGROUP", "GROUP", "g", "c3", "COUNT", "5", "STREAMS", "e", ">"],
+    ]
+    for argv in script:
+        assert run(m, argv) == run(oracle, argv), argv
+
+
 def test_delivered_ids_memo_answers_as_parsing():
     memo = DeliveredIds(size=2)
     wire = [b"5-1", b"5-2", b"6-0"]
