@@ -93,8 +93,10 @@ _COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -
 
 # Streams repeat their field/value lists (XADD's benchmarks and most producers do):
 # flat -> (total length, field names, listpack size of the entry as a same-fields
-# entry, ID deltas excepted). Only short lists: the key is hashed on every append.
-_ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int]] = {}
+# entry, ID deltas excepted, its row). Only short lists: the key is hashed on every
+# append. Entries with the same values share one row list: rows are never changed
+# in place (entries are removed whole), and sizes are counted per entry all the same.
+_ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes]]] = {}
 _ROWS_MAX = 1024
 _ROWS_MAX_TOTAL = 256
 
@@ -253,13 +255,13 @@ class Stream:
         the ID deltas aside, comes from `_ROWS` in one lookup.
         """
         last = self.last_id
-        if last == MAX_ID:
-            raise ReplyError(EXHAUSTED)
         ms = last >> 64
-        if now_ms > ms:
+        if now_ms > ms:  # a clock in ms never reaches 2**64: last is not MAX_ID here
             ms = now_ms
             seq = 0
             entry_id = now_ms << 64
+        elif last == MAX_ID:
+            raise ReplyError(EXHAUSTED)
         else:
             entry_id = last + 1
             seq = entry_id & SEQ_MASK
@@ -270,7 +272,7 @@ class Stream:
         if known is not None and nodes:
             node = nodes[-1]
             ids = node.ids
-            total, names, cost = known
+            total, names, cost, row = known
             count = node.count
             size = node.lp_bytes
             # Room left (max_bytes <= 0, max_entries 0 or a huge max_bytes take the general path).
@@ -287,7 +289,7 @@ class Stream:
                 node.lp_bytes = size + (2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))) + (_COUNT_STEPS.get(count, 0) if count >= 127 else 0)
                 node.count = count + 1
                 ids.append(entry_id)
-                node.rows.append(flat[1::2])
+                node.rows.append(row)
                 node.last_id = entry_id
                 length = self.length
                 self.length = length + 1
@@ -343,7 +345,7 @@ class Stream:
             if total <= _ROWS_MAX_TOTAL:
                 if len(_ROWS) >= _ROWS_MAX:
                     _ROWS.clear()
-                _ROWS[tuple(flat)] = (total, names, cost)
+                _ROWS[tuple(flat)] = (total, names, cost, row)
         else:
             row = [None, *flat]
             size += 2  # flags
