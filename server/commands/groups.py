@@ -94,11 +94,17 @@ class DeliveredIds:
 _delivered_ids = DeliveredIds()
 
 
-def _entries_reply(spans, total: int) -> Raw:
-    """The entries of these spans (Stream.spans) as an Entries reply encodes them, the same in RESP2 and RESP3."""
-    chunks = [b"*%d\r\n" % total]
-    for node, ids, rows, lo, hi in spans:
-        chunks += wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+def _entries_reply(spans, wire_ids: list[bytes]) -> Raw:
+    """The entries of these spans (Stream.spans; wire_ids their IDs) as an Entries reply encodes them, the same in RESP2 and RESP3."""
+    chunks = [b"*%d\r\n" % len(wire_ids)]
+    if len(spans) == 1:
+        node, ids, rows, lo, hi = spans[0]
+        chunks += wire_entries(ids[lo:hi], node.fields, rows[lo:hi], wire_ids)
+    else:
+        done = 0
+        for node, ids, rows, lo, hi in spans:
+            chunks += wire_entries(ids[lo:hi], node.fields, rows[lo:hi], wire_ids[done : done + hi - lo])
+            done += hi - lo
     return Raw(b"".join(chunks))
 
 
@@ -434,7 +440,7 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
         delivered = [entry_id for _node, ids, _rows, lo, hi in spans for entry_id in ids[lo:hi]]
     group.advance_many(stream, delivered)
     wire_ids = _format_ids(delivered)
-    reply = _entries_reply(spans, len(delivered))
+    reply = _entries_reply(spans, wire_ids)
     if not noack:
         group.add_new(delivered, consumer, now)
         _delivered_ids.remember(wire_ids, delivered)

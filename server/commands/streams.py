@@ -51,14 +51,18 @@ _WIRE: OrderedDict[Node, tuple[bytes, list[bytes | None]]] = OrderedDict()
 _WIRE_MAX = 32
 
 
-def _wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list]) -> list[bytes]:
-    """Entries of one node as the encoder writes them: *2, the ID as a bulk string, the field array."""
+def _wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list], wire_ids: list[bytes] | None = None) -> list[bytes]:
+    """Entries of one node as the encoder writes them: *2, the ID as a bulk string, the field array.
+
+    wire_ids: the IDs' wire form when the caller has it already (XREADGROUP).
+    """
+    if wire_ids is None:
+        wire_ids = [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in ids]
     out = []
     if len(fields) == 2:  # the usual shape, in one formatting step per entry
         f0, f1 = fields
         head0, head1 = b"*4\r\n$%d\r\n%s\r\n" % (len(f0), f0), b"$%d\r\n%s\r\n" % (len(f1), f1)
-        for entry_id, row in zip(ids, rows, strict=True):
-            wire_id = b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK)
+        for wire_id, row in zip(wire_ids, rows, strict=True):
             v0 = row[0]
             if v0 is not None:
                 v1 = row[1]
@@ -66,8 +70,7 @@ def _wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list]) -
             else:
                 out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(wire_id), wire_id, pack_command(tuple(row[1:]))))
         return out
-    for entry_id, flat in zip(ids, expand_rows(fields, rows), strict=True):
-        wire_id = b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK)
+    for wire_id, flat in zip(wire_ids, expand_rows(fields, rows), strict=True):
         out.append(b"*2\r\n$%d\r\n%s\r\n%s" % (len(wire_id), wire_id, pack_command(tuple(flat))))
     return out
 
