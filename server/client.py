@@ -13,7 +13,7 @@ from time import time as _time
 
 from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
-from protocol.reply import OK, QUEUED, Error, Simple
+from protocol.reply import OK, QUEUED, Error, Raw, Simple
 
 from .server import BLOCKED, Server
 
@@ -160,6 +160,8 @@ class Client(asyncio.Protocol):
                     out.append(b"+%s\r\n" % reply)
                 elif kind is bytes:
                     out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
+                elif kind is Raw:  # stream ranges, already encoded (the same in both protocols)
+                    out.append(reply)
                 else:
                     self.encode(reply, out)
             elif self.reply_mode is SKIP:
