@@ -44,6 +44,8 @@ def encode2(value, out: list) -> None:
                 out.append(b"$%d\r\n%s\r\n" % (len(item), item))
             else:
                 encode2(item, out)
+    elif kind is Raw:  # pre-encoded stream entries: early, they are the bulk of read replies
+        out.append(value)
     elif kind is Entries:
         _entries(value, out, encode2)
     elif kind is int:
@@ -65,8 +67,6 @@ def encode2(value, out: list) -> None:
             encode2(item, out)
     elif value is NULL_ARRAY:
         out.append(b"*-1\r\n")
-    elif kind is Raw:
-        out.append(value)
     elif kind is float:
         text = _double(value)
         out.append(b"$%d\r\n%s\r\n" % (len(text), text))
@@ -93,6 +93,8 @@ def encode3(value, out: list) -> None:
                 out.append(b"$%d\r\n%s\r\n" % (len(item), item))
             else:
                 encode3(item, out)
+    elif kind is Raw:  # pre-encoded stream entries: early, they are the bulk of read replies
+        out.append(value)
     elif kind is Entries:
         _entries(value, out, encode3)
     elif kind is int:
@@ -116,8 +118,6 @@ def encode3(value, out: list) -> None:
         out.append(b">%d\r\n" % len(value))
         for item in value:
             encode3(item, out)
-    elif kind is Raw:
-        out.append(value)
     elif kind is float:
         out.append(b",%s\r\n" % _double(value).replace(b"inf", b"inf"))
     elif kind is Verbatim:
