@@ -13,10 +13,11 @@ from time import time as _time
 
 from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
-from protocol.reply import OK, QUEUED, Error, Raw, Simple
+from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
 from .server import BLOCKED, Server
 
+_STATUS = {status: b"+%s\r\n" % status for status in (OK, PONG, QUEUED)}  # the usual status replies, encoded once
 ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
 SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, then the next one
 
@@ -157,7 +158,7 @@ class Client(asyncio.Protocol):
             if self.reply_mode is ON:
                 kind = type(reply)
                 if kind is Simple:  # OK, PONG: the same in both protocols
-                    out.append(b"+%s\r\n" % reply)
+                    out.append(_STATUS.get(reply) or b"+%s\r\n" % reply)
                 elif kind is bytes:
                     out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
                 elif kind is Raw:  # stream ranges, already encoded (the same in both protocols)

@@ -141,12 +141,16 @@ class Server:
             cmd.failed_calls += 1
             result = self.error(exc.message)
         else:
-            if type(result) is Block:
+            if cmd.blocking and type(result) is Block:
                 result = self.block(client, cmd, result)
             elif cmd.write:
                 result, effects = result
                 if effects:
-                    self.after_write(client.db.id, effects)
+                    db = client.db
+                    if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None:
+                        self.after_write(db.id, effects)
+                    else:  # the quiet case: nothing to touch, queue or propagate
+                        self.dirty += len(effects)
         elapsed = perf_counter_ns() - start
         cmd.duration_ns += elapsed
         if elapsed >= self.slowlog_threshold_ns and "skip-slowlog" not in cmd.flags:
