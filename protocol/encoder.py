@@ -1,7 +1,7 @@
 """Encode reply values as RESP2 or RESP3 bytes.
 
 Replies are appended to a list of byte chunks which the connection joins and
-writes once per batch read, so a pipeline costs one syscall.
+writes once per event-loop turn, so a pipeline costs one syscall.
 """
 
 from hiredis import pack_command

@@ -1,7 +1,9 @@
 """One client connection: the asyncio Protocol and the context handlers receive.
 
 The hot path stays flat, as uvicorn's does: parse what arrived, execute each
-command, encode each reply into one list, write once per read batch.
+command, encode each reply into one list, and queue it; the server writes each
+client's queued replies once per event-loop turn, after all reads (Redis's
+beforeSleep), so one wake-up of a client carries every reply it is owed.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class Client(asyncio.Protocol):
     # -- execution ---------------------------------------------------------
 
     def run(self, commands: list) -> None:
-        """Execute commands in order, one write for all replies; stop if one blocks.
+        """Execute commands in order and queue their replies; stop if one blocks.
 
         An item that is a `str` is a protocol error the reader found after
         the commands before it: it is answered and the connection closed.
