@@ -156,6 +156,24 @@ def _canonical(digits: bytes) -> bool:
     return digits.isdigit() and (digits[:1] != b"0" or digits == b"0")
 
 
+def _ends_with_request(data: bytes, argv: list[bytes]) -> bool:
+    """Whether data ends with argv's canonical RESP encoding, i.e. with that whole request.
+
+    The fast path's boundary test: a read that ends with the last completed
+    command's last argument may still end inside the next request (hiredis's
+    has_data() is false after any complete element, inside an array too), so
+    the whole request is compared; only a payload crafted to end with a
+    request's encoding can mislead it, and only on its own connection.
+    """
+    size = command_length(argv)
+    if size > len(data):
+        return False
+    tail = [b"*%d\r\n" % len(argv)]
+    for arg in argv:
+        tail += b"$%d\r\n" % len(arg), arg, b"\r\n"
+    return data.endswith(b"".join(tail))
+
+
 def encoded_size(commands: list) -> int:
     """Bytes that `commands` take as canonical RESP requests (the rare paths only)."""
     return sum(command_length(argv) for argv in commands)
@@ -233,10 +251,8 @@ class RequestReader:
                 except TypeError:
                     pass
                 else:
-                    last = commands[-1][-1]
-                    end = len(data) - 2 - len(last)
-                    if end >= 2 and data[end - 1] == _LF and data.startswith(last, end) and not reader.has_data():
-                        return commands, None  # hiredis stopped between commands (see _feed_multibulk)
+                    if not reader.has_data() and _ends_with_request(data, commands[-1]):
+                        return commands, None  # hiredis stopped between commands
                     self._clean = False
                     try:
                         self._pending(data, 0, commands, 0, 0, 1)
@@ -351,19 +367,15 @@ class RequestReader:
         gets = reader.gets
         first = len(commands)
         skipped = 0  # bytes of '*0' / '*-1' requests, which Redis ignores
-        last_skipped = False
         try:
             while (argv := gets()) is not False:
                 if type(argv) is list:
                     if argv:
                         commands.append(argv)
-                        last_skipped = False
                     else:
                         skipped += 4
-                        last_skipped = True
                 elif argv is None:
                     skipped += 5
-                    last_skipped = True
                 else:
                     # A top-level bulk, status, RESP3 map/set/push...: where Redis reads an inline line.
                     return self._resync(data, pos, commands, first, skipped)
@@ -382,17 +394,14 @@ class RequestReader:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped)
-        if last_skipped:  # rare: no argument to check the end against, so count exactly
-            at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data) and not reader.has_data()
-        elif not done or reader.has_data() or data[-2:] != b"\r\n":
+        if not (done or skipped) or reader.has_data() or data[-2:] != b"\r\n":
             at_boundary = False
         else:
-            # hiredis stopped between commands iff the read ends with the last
-            # argument's `\r\n<arg>\r\n` (exact, but for a payload crafted to
-            # mimic one, which can only confuse its own connection).
-            last = commands[-1][-1]
-            end = len(data) - 2 - len(last)
-            at_boundary = end >= 2 and data[end - 2 : end] == b"\r\n" and data.startswith(last, end)
+            # hiredis's has_data() is false after any complete element, inside an
+            # array too: only the bytes the completed requests take tell whether
+            # it stopped between commands (a read ending `$1\r\n1\r\n` may be
+            # a request cut after an argument equal to the last command's last).
+            at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data)
         if at_boundary:
             self._carry, self._check, self._clean = 0, None, True
         else:

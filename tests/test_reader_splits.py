@@ -80,3 +80,33 @@ def test_resp3_set_where_a_command_starts_reads_as_its_array():
     (Redis would read inline lines; documented difference), and never breaks the connection."""
     commands, error = RequestReader().feed(hiredis.pack_command((b"PING",)) + b"~1\r\n$4\r\nPING\r\n")
     assert (commands, error) == ([[b"PING"], [b"PING"]], None)
+
+
+def test_read_ending_inside_a_request_with_the_last_commands_last_argument():
+    """hiredis reports no pending data after a complete element inside an array: a read
+    ending `...$1\\r\\n1\\r\\n` (a request cut after an argument equal to the previous
+    command's last) is not a command boundary; the next reads must go on with that request."""
+    one = hiredis.pack_command((b"XADD", b"s", b"1-1", b"f", b"1"))
+    two = hiredis.pack_command((b"XADD", b"s", b"*", b"f", b"1", b"g", b"2"))
+    cut = two.index(b"$1\r\ng")  # after `f 1`: the read ends as `one` does
+    reader = RequestReader()
+    assert reader.feed(one + two[:cut]) == ([[b"XADD", b"s", b"1-1", b"f", b"1"]], None)
+    assert reader.feed(two[cut : cut + 5]) == ([], None)  # `$1\r\ng`: inside the request, not at its start
+    assert reader.feed(two[cut + 5 :] + one) == ([[b"XADD", b"s", b"*", b"f", b"1", b"g", b"2"], [b"XADD", b"s", b"1-1", b"f", b"1"]], None)
+
+
+def test_random_pipelines_of_repeated_values_in_pieces():
+    """Requests whose arguments repeat (and start with `*`), cut anywhere: the same commands."""
+    rng = random.Random(7)
+    values = [b"1", b"2", b"f", b"XADD", b"s1", b"10-1", b"*", b"*2", b"$1", b"\r\n"]
+    for _ in range(3000):
+        commands = [[rng.choice(values) for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(1, 6))]
+        stream = b"".join(hiredis.pack_command(tuple(argv)) for argv in commands)
+        cuts = sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(1, 5))))
+        reader, got, prev = RequestReader(), [], 0
+        for cut in [*cuts, len(stream)]:
+            parsed, error = reader.feed(stream[prev:cut])
+            assert error is None, (commands, cuts)
+            got += parsed
+            prev = cut
+        assert got == commands, cuts
