@@ -165,13 +165,7 @@ def _ends_with_request(data: bytes, argv: list[bytes]) -> bool:
     the whole request is compared; only a payload crafted to end with a
     request's encoding can mislead it, and only on its own connection.
     """
-    size = command_length(argv)
-    if size > len(data):
-        return False
-    tail = [b"*%d\r\n" % len(argv)]
-    for arg in argv:
-        tail += b"$%d\r\n" % len(arg), arg, b"\r\n"
-    return data.endswith(b"".join(tail))
+    return data.endswith(hiredis.pack_command(tuple(argv)))
 
 
 def encoded_size(commands: list) -> int:
