@@ -205,6 +205,23 @@ def test_random_workloads_match_redis(m, oracle, seed, deletions):
     assert compared == 300
 
 
+def test_greatest_id_reads_as_new_entries(m, oracle):
+    """XREADGROUP marks `>` with the greatest ID: given explicitly, it reads new entries, not the history."""
+    raw(oracle)
+    commands = [
+        ["XADD", "s", "1-1", "a", "1"],
+        ["XADD", "s", "1-2", "a", "2"],
+        ["XGROUP", "CREATE", "s", "g", "0"],
+        ["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "18446744073709551615-18446744073709551615"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "18446744073709551615-18446744073709551615"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "0"],
+        ["XPENDING", "s", "g"],
+    ]
+    for argv in commands:
+        assert run(m, argv) == run(oracle, argv), argv
+
+
 def test_error_texts_match_redis(m, oracle):
     raw(oracle)
     setup = [["XADD", "s", "1-1", "a", "1"], ["XGROUP", "CREATE", "s", "g", "0"], ["SET", "str", "v"]]

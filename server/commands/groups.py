@@ -399,6 +399,8 @@ class ReadGroupRequest:
                 )
             else:
                 start = parse_strict_id(arg)
+                if start == MAX_ID:  # Redis's own mark for `>`: given explicitly, it reads as `>`
+                    start = None
             resolved.append((key, stream, group, start))
         return resolved
 
