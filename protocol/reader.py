@@ -32,11 +32,15 @@ _COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count
 
 
 def command_length(argv: list[bytes]) -> int:
-    """Bytes that `argv` takes as a canonical RESP multibulk request."""
+    """Bytes that `argv` takes as a canonical RESP multibulk request.
+
+    `*<argc>\r\n` then `$<len>\r\n<arg>\r\n` per argument. It runs for
+    every request read, so the usual one- and two-digit lengths skip str().
+    """
     size = 3 + len(str(len(argv)))
     for arg in argv:
         n = len(arg)
-        size += n + len(str(n)) + 5
+        size += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
     return size
 
 
@@ -156,18 +160,6 @@ def _canonical(digits: bytes) -> bool:
     return digits.isdigit() and (digits[:1] != b"0" or digits == b"0")
 
 
-def _ends_with_request(data: bytes, argv: list[bytes]) -> bool:
-    """Whether data ends with argv's canonical RESP encoding, i.e. with that whole request.
-
-    The fast path's boundary test: a read that ends with the last completed
-    command's last argument may still end inside the next request (hiredis's
-    has_data() is false after any complete element, inside an array too), so
-    the whole request is compared; only a payload crafted to end with a
-    request's encoding can mislead it, and only on its own connection.
-    """
-    return data.endswith(hiredis.pack_command(tuple(argv)))
-
-
 def encoded_size(commands: list) -> int:
     """Bytes that `commands` take as canonical RESP requests (the rare paths only)."""
     return sum(command_length(argv) for argv in commands)
@@ -245,8 +237,8 @@ class RequestReader:
                 except TypeError:
                     pass
                 else:
-                    if not reader.has_data() and _ends_with_request(data, commands[-1]):
-                        return commands, None  # hiredis stopped between commands
+                    if (command_length(commands[0]) if len(commands) == 1 else sum(map(command_length, commands))) == len(data):
+                        return commands, None  # the requests take every byte: hiredis stopped between two
                     self._clean = False
                     try:
                         self._pending(data, 0, commands, 0, 0, 1)
