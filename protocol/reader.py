@@ -161,8 +161,14 @@ def _canonical(digits: bytes) -> bool:
 
 
 def encoded_size(commands: list) -> int:
-    """Bytes that `commands` take as canonical RESP requests (the rare paths only)."""
-    return sum(command_length(argv) for argv in commands)
+    """Bytes that `commands` take as canonical RESP requests (command_length summed, inline: every read counts them)."""
+    size = 0
+    for argv in commands:
+        size += 4 if len(argv) < 10 else 3 + len(str(len(argv)))
+        for arg in argv:
+            n = len(arg)
+            size += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
+    return size
 
 
 class QueryBufferLimit(ProtocolError):
@@ -237,7 +243,7 @@ class RequestReader:
                 except TypeError:
                     pass
                 else:
-                    if (command_length(commands[0]) if len(commands) == 1 else sum(map(command_length, commands))) == len(data):
+                    if encoded_size(commands) == len(data):
                         return commands, None  # the requests take every byte: hiredis stopped between two
                     self._clean = False
                     try:
