@@ -31,19 +31,6 @@ _huge_search = _HUGE_COUNT.search
 _COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
 
-def command_length(argv: list[bytes]) -> int:
-    """Bytes that `argv` takes as a canonical RESP multibulk request.
-
-    `*<argc>\r\n` then `$<len>\r\n<arg>\r\n` per argument. It runs for
-    every request read, so the usual one- and two-digit lengths skip str().
-    """
-    size = 3 + len(str(len(argv)))
-    for arg in argv:
-        n = len(arg)
-        size += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
-    return size
-
-
 def split_args(line: bytes) -> list[bytes]:
     """Split an inline command as Redis's sdssplitargs does (quotes, escapes)."""
     args: list[bytes] = []
@@ -161,7 +148,8 @@ def _canonical(digits: bytes) -> bool:
 
 
 def encoded_size(commands: list) -> int:
-    """Bytes that `commands` take as canonical RESP requests (command_length summed, inline: every read counts them)."""
+    """Bytes that `commands` take as canonical RESP requests: `*<argc>\r\n`, then `$<len>\r\n<arg>\r\n`
+    per argument. Every read counts them, so the usual one- and two-digit lengths skip str()."""
     size = 0
     for argv in commands:
         size += 4 if len(argv) < 10 else 3 + len(str(len(argv)))

@@ -176,6 +176,7 @@ class Server:
     # -- writes: effects, WATCH, blocked clients, propagation -------------
 
     def after_write(self, db: int, effects: Effects) -> None:
+        # call() skips this for a quiet write, testing the same conditions: keep the two in step.
         database = self.keyspace.dbs[db]
         if database.expired:
             # keys the command found expired propagate first (their DEL must precede its effects)

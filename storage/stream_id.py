@@ -36,6 +36,30 @@ def format_id(stream_id: int) -> bytes:
     return b"%d-%d" % (stream_id >> 64, stream_id & SEQ_MASK)
 
 
+# Formatting ints is the costly part of writing IDs, and on the hot paths (an XADD's
+# reply, one XREADGROUP delivery) the milliseconds repeat and the sequences are small.
+_SEQ_TEXT = [b"%d" % seq for seq in range(4096)]
+_ms_text: list = [-1, b"-1-"]  # the last milliseconds formatted, with their '-'
+
+
+def format_ms_seq(ms: int, seq: int) -> bytes:
+    """format_id of ms-seq, reusing the last milliseconds' text and the table of small sequences."""
+    last = _ms_text
+    if last[0] != ms:
+        last[:] = ms, b"%d-" % ms
+    return last[1] + _SEQ_TEXT[seq] if seq < 4096 else last[1] + b"%d" % seq
+
+
+def format_ids(entry_ids: list[int]) -> list[bytes]:
+    """format_id of each of these increasing IDs, the milliseconds formatted once when they share them."""
+    ms = entry_ids[0] >> 64
+    base = ms << 64
+    if entry_ids[-1] - base < 4096:  # increasing: all have these milliseconds and a small sequence
+        prefix, seqs = b"%d-" % ms, _SEQ_TEXT
+        return [prefix + seqs[entry_id - base] for entry_id in entry_ids]
+    return [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in entry_ids]
+
+
 def _string2ull(text: bytes) -> int | None:
     """Redis's string2ull: an unsigned 64-bit value, or None when invalid."""
     if text.isdigit():  # canonical, or with leading zeros that strtoull accepts

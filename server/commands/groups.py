@@ -26,7 +26,7 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
-from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_id, parse_strict_id
+from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_strict_id
 
 from ..blocking import Block
 from ..command import command, container
@@ -108,34 +108,6 @@ def _entries_reply(spans, wire_ids: list[bytes]) -> Raw:
     return Raw(b"".join(chunks))
 
 
-_SEQS = [b"%d" % seq for seq in range(1024)]  # the usual sequence numbers, formatted once
-
-
-def _format_ids(entry_ids) -> list[bytes]:
-    """format_id of each of these increasing IDs, cheaply when they share their milliseconds.
-
-    As a delivery's IDs usually do: the milliseconds are formatted once and
-    small sequence numbers looked up (int -> decimal is the costly part).
-    """
-    ms = entry_ids[0] >> 64
-    base = ms << 64
-    if entry_ids[-1] - base < 1024:  # increasing: every ID has these milliseconds and a small sequence
-        prefix, seqs = b"%d-" % ms, _SEQS
-        return [prefix + seqs[entry_id - base] for entry_id in entry_ids]
-    return [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in entry_ids]
-
-
-_last_time = [-1, b"-1"]  # the last time formatted, and its bytes: commands in a batch share `now`
-
-
-def _time_bytes(ms: int) -> bytes:
-    """b"%d" % ms, remembered for the next call (several effects per command carry the same time)."""
-    last = _last_time
-    if ms != last[0]:
-        last[0], last[1] = ms, b"%d" % ms
-    return last[1]
-
-
 def _int_bytes(value: int) -> bytes:
     return b"%d" % value
 
@@ -171,7 +143,7 @@ def setid_effect(key: bytes, group_name: bytes, group: ConsumerGroup) -> list[by
 
 def consumer_effect(key: bytes, group_name: bytes, consumer) -> list[bytes]:
     """Create-if-missing plus both times: replays a consumer's state exactly."""
-    seen = _time_bytes(consumer.seen_time)
+    seen = b"%d" % consumer.seen_time
     active = seen if consumer.active_time == consumer.seen_time else b"%d" % consumer.active_time
     return [b"XGROUP", b"CREATECONSUMER", key, group_name, consumer.name, b"SEENTIME", seen, b"ACTIVETIME", active]
 
@@ -441,7 +413,7 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
     else:
         delivered = [entry_id for _node, ids, _rows, lo, hi in spans for entry_id in ids[lo:hi]]
     group.advance_many(stream, delivered)
-    wire_ids = _format_ids(delivered)
+    wire_ids = format_ids(delivered)
     reply = _entries_reply(spans, wire_ids)
     if not noack:
         group.add_new(delivered, consumer, now)
@@ -449,7 +421,7 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
         # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
         # XCLAIM of them all recreates those PEL entries exactly.
         effects.append(
-            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", _time_bytes(now),
+            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
              b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
         )  # fmt: skip
         consumer.active_time = now
@@ -481,29 +453,6 @@ def _streams_reply(ctx, served: list) -> list | Map:
     return [[key, entries] for key, entries in served]
 
 
-def _read_new_now(ctx, argv: list[bytes]):
-    """`XREADGROUP GROUP g c COUNT n STREAMS key >`, the form consumers loop on.
-
-    The steps ReadGroupRequest, resolve() and _read_group() take for it, in
-    the same order (so the same errors), without their general objects.
-    """
-    count = _parse_count(argv[5])
-    key, group_name = argv[7], argv[2]
-    stream = lookup_stream(ctx, key)
-    group = stream.groups.get(group_name) if stream is not None else None
-    if group is None:
-        raise _nogroup(key, group_name, " in XREADGROUP with GROUP option")
-    now = ctx.server.now
-    consumer = group.consumers.get(argv[3]) or group.consumer(argv[3], now)[0]
-    consumer.seen_time = now
-    effects: list = []
-    entries = _read_new(stream, group, consumer, group_name, count, False, now, key, effects)
-    effects.append(consumer_effect(key, group_name, consumer))
-    if entries is None:
-        return NULL_ARRAY, effects
-    return (Map({key: entries}) if ctx.resp == 3 else [[key, entries]]), effects  # _streams_reply()
-
-
 @command(
     "xreadgroup", -7, "write blocking", keys=streams_keys, group="stream",
     summary="Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
@@ -511,8 +460,6 @@ def _read_new_now(ctx, argv: list[bytes]):
 )  # fmt: skip
 def xreadgroup(ctx, argv):
     """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
-    if len(argv) == 9 and argv[8] == b">" and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
-        return _read_new_now(ctx, argv)
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
     effects: list = []

@@ -18,7 +18,7 @@ from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
 from storage.stream import Node, Stream, expand_rows
-from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
+from storage.stream_id import MAX_ID, SEQ_MASK, format_id, format_ms_seq, parse_strict_id, parse_xadd_id
 
 from ..command import command
 from .args import help_reply, to_int
@@ -194,10 +194,6 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
     return args
 
 
-# XADD *'s reply: the milliseconds repeat from one call to the next and sequences are small.
-_MS_TEXT: list = [-1, b""]
-_SEQ_TEXT = [b"%d" % seq for seq in range(4096)]
-
 _PLAIN_XADD = TrimArgs()  # `XADD key * field value ...`: no options to parse
 _PLAIN_XADD.id_pos = 2
 
@@ -228,10 +224,7 @@ def xadd(ctx, argv):
             db.set(key, stream)
         else:
             ms, seq = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
-        ms_text = _MS_TEXT
-        if ms_text[0] != ms:
-            ms_text[:] = ms, b"%d-" % ms
-        reply = ms_text[1] + _SEQ_TEXT[seq] if seq < 4096 else b"%d-%d" % (ms, seq)
+        reply = format_ms_seq(ms, seq)
         effect = argv.copy()  # [b"XADD", key, reply, *fields]
         effect[0] = b"XADD"
         effect[2] = reply
