@@ -217,25 +217,32 @@ class RequestReader:
             reader = self._reader
             reader.feed(data)
             self._fresh = False
-            gets = reader.gets
+            gets, more = reader.gets, reader.has_data
             try:
                 argv = gets()
                 while type(argv) is list and argv:
                     commands.append(argv)
+                    # hiredis stops right after a complete request: unread bytes
+                    # mean more requests (or a part of one) follow, none mean
+                    # the requests took every byte and the read ends on a boundary.
+                    if not more():
+                        try:  # requests are arrays of bulk strings only: a C-level join checks every argument
+                            b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
+                        except TypeError:
+                            break
+                        return commands, None
                     argv = gets()
             except hiredis.ProtocolError:
                 argv = None
-            if argv is False and commands:
-                try:  # requests are arrays of bulk strings only: a C-level join checks every argument
-                    b"".join(commands[0]) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
+            if argv is False:  # a request is cut at the end of the read
+                try:
+                    b"".join(chain.from_iterable(commands))
                 except TypeError:
                     pass
                 else:
-                    if encoded_size(commands) == len(data):
-                        return commands, None  # the requests take every byte: hiredis stopped between two
                     self._clean = False
                     try:
-                        self._pending(data, 0, commands, 0, 0, 1)
+                        self._pending(data, 0, commands, 0, 0, 1 if commands else 0)
                     except QueryBufferLimit:
                         return commands, ""
                     except ProtocolError as exc:
