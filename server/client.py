@@ -1,7 +1,8 @@
 """One client connection: the asyncio Protocol and the context handlers receive.
 
 The hot path stays flat, as uvicorn's does: parse what arrived, execute each
-command, encode each reply into one list, and queue it; the server writes each
+command (a read of one request, the usual read of a request/reply client,
+skips the batch loop), encode each reply into one list, and queue it; the server writes each
 client's queued replies once per event-loop turn, after all reads (Redis's
 beforeSleep), so one wake-up of a client carries every reply it is owed.
 """
@@ -113,12 +114,56 @@ class Client(asyncio.Protocol):
         server.now = int(now * 1000)
         server.net_input_bytes += len(data)
         commands, error = self.reader.feed(data)
-        if error is not None or not self.authenticated:
-            self._refuse(commands, error)
-        if self.blocked is not None or self.pending:
-            self.pending.extend(commands)
-        elif commands:
-            self.run(commands)
+        if len(commands) != 1 or error is not None or not self.authenticated or self.blocked is not None or self.pending:
+            if error is not None or not self.authenticated:
+                self._refuse(commands, error)
+            if self.blocked is not None or self.pending:
+                self.pending.extend(commands)
+            elif commands:
+                self.run(commands)
+            return
+        # One request from an ordinary client, the usual read of a request/reply
+        # client: run([argv]) unrolled, calling `call` when execute() has nothing to check.
+        argv = commands[0]
+        cmd = server.commands.get(argv[0])
+        if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and self.multi is None and server.pause is None and not server.oom:
+            reply = server.call(self, cmd, argv)
+        else:
+            reply = server.execute(self, argv)
+        self.last_command = argv
+        if reply is BLOCKED:
+            return
+        if self.reply_mode is ON:
+            kind = type(reply)  # as run() encodes
+            if kind is Simple:
+                out = [_STATUS.get(reply) or b"+%s\r\n" % reply]
+            elif kind is bytes:
+                out = [b"$%d\r\n%s\r\n" % (len(reply), reply)]
+            elif kind is Raw:
+                out = [reply]
+            else:
+                out = []
+                self.encode(reply, out)
+            if self.output:
+                self.output += out
+            elif self.transport is not None:  # send(), inlined as in run()
+                self.output = out
+                if not server.pending_writes:
+                    server.loop.call_soon(server.flush_writes)
+                server.pending_writes.append(self)
+        else:
+            self.skip_reply()
+        if server.blocking.ready:
+            server.serve_ready()
+        if self.close_after_reply:
+            self.send([])
+
+    def skip_reply(self) -> None:
+        """A reply dropped under CLIENT REPLY OFF or SKIP (which then lasts one more command)."""
+        if self.reply_mode is SKIP:
+            self.reply_mode = ON
+        elif self.reply_mode is SKIP_NEXT:
+            self.reply_mode = SKIP
 
     def _refuse(self, commands: list, error: str | None) -> None:
         """Queue a protocol error (answered in turn, then the link closes); Redis's pre-AUTH limits."""
@@ -167,10 +212,8 @@ class Client(asyncio.Protocol):
                     out.append(reply)
                 else:
                     self.encode(reply, out)
-            elif self.reply_mode is SKIP:
-                self.reply_mode = ON
-            elif self.reply_mode is SKIP_NEXT:
-                self.reply_mode = SKIP
+            else:
+                self.skip_reply()
             if server.blocking.ready:
                 server.serve_ready()
             if self.close_after_reply:

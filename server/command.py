@@ -39,9 +39,11 @@ class Command:
     complexity: str = "O(1)"
     subcommands: dict[bytes, Command] = field(default_factory=dict)
     parent: Command | None = None
-    # derived from flags once, read on the hot path
+    # derived from flags and arity once, read on the hot path
     write: bool = False
     blocking: bool = False
+    min_args: int = 0  # argc bounds the arity allows
+    max_args: int = 0
     # statistics for INFO commandstats
     calls: int = 0
     duration_ns: int = 0
@@ -111,6 +113,8 @@ def command(
             complexity=complexity,
             write="write" in flagset,
             blocking="blocking" in flagset,
+            min_args=abs(arity),
+            max_args=arity if arity > 0 else 2**31,
         )
         if "|" in name:
             parent_name, sub = name.split("|", 1)

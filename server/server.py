@@ -95,15 +95,19 @@ class Server:
         return cmd
 
     def execute(self, client, argv: list[bytes]):
-        """Run one command for client; returns the reply, or BLOCKED."""
+        """Run one command for client; returns the reply, or BLOCKED.
+
+        Client.data_received calls `call` directly for a request none of these
+        checks can stop (a known command with no subcommands and a valid argc,
+        outside MULTI, no pause or OOM in force): keep the two in step.
+        """
         cmd = self.commands.get(argv[0]) or self.lookup_command(argv[0])
         try:
             if cmd is None:
                 raise ReplyError(_unknown_command(argv))
             if cmd.subcommands:
                 cmd = cmd.resolve(argv)
-            arity = cmd.arity
-            if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+            if not cmd.min_args <= len(argv) <= cmd.max_args:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
