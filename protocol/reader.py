@@ -217,21 +217,20 @@ class RequestReader:
             reader = self._reader
             reader.feed(data)
             self._fresh = False
-            gets, more = reader.gets, reader.has_data
             try:
-                argv = gets()
+                argv = reader.gets()
                 while type(argv) is list and argv:
                     commands.append(argv)
                     # hiredis stops right after a complete request: unread bytes
                     # mean more requests (or a part of one) follow, none mean
                     # the requests took every byte and the read ends on a boundary.
-                    if not more():
+                    if not reader.has_data():
                         try:  # requests are arrays of bulk strings only: a C-level join checks every argument
                             b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
                         except TypeError:
                             break
                         return commands, None
-                    argv = gets()
+                    argv = reader.gets()
             except hiredis.ProtocolError:
                 argv = None
             if argv is False:  # a request is cut at the end of the read
