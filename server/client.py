@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from time import time as _time
+from time import time_ns as _time_ns
 
 from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
@@ -58,7 +58,7 @@ class Client(asyncio.Protocol):
         self.laddr = "?:0"
         self.fd = -1
         self.created = time.time()
-        self.last_interaction = self.created
+        self.last_interaction = int(self.created * 1000)  # ms, as server.now
         self.last_command: list[bytes] | str = [b"NULL"]  # for CLIENT LIST cmd=
         self.flags_no_evict = False
         self.no_touch = False
@@ -109,9 +109,8 @@ class Client(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.last_interaction = now = _time()
         server = self.server
-        server.now = int(now * 1000)
+        self.last_interaction = server.now = _time_ns() // 1_000_000
         server.net_input_bytes += len(data)
         commands, error = self.reader.feed(data)
         if len(commands) != 1 or error is not None or not self.authenticated or self.blocked is not None or self.pending:

@@ -245,7 +245,7 @@ def _cron(server: Server) -> None:
 def close_idle_clients(server: Server, timeout: int, now: float) -> None:
     """The `timeout` parameter: close clients idle that many seconds (not blocked, not MONITOR)."""
     for client in list(server.clients.values()):
-        if client.blocked is None and not client.monitor and now - client.last_interaction > timeout:
+        if client.blocked is None and not client.monitor and now - client.last_interaction / 1000 > timeout:
             log.debug("Closing idle client")
             client.kill()
 
