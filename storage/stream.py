@@ -26,15 +26,17 @@ not change it), `first_id` is the first live entry's ID (0 when empty).
 from __future__ import annotations
 
 import sys
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from itertools import accumulate
+from itertools import accumulate, chain, repeat
+from operator import and_, rshift, sub
 
 import msgpack
 
 from protocol.errors import ReplyError
 
-from .stream_id import MAX_ID, SEQ_MASK, U64_MAX
+from .stream_id import MAX_ID, MS_TEXT, SEQ_MASK, SEQ_TEXT, U64_MAX, format_ms_seq
 
 LISTPACK_MAX_SIZE = 1 << 30  # STREAM_LISTPACK_MAX_SIZE
 _I64_MIN = -(1 << 63)
@@ -98,6 +100,9 @@ _COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -
 # in place (entries are removed whole), and sizes are counted per entry all the same.
 _ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes]]] = {}
 _ROWS_MAX = 1024
+# add()'s last hit in _ROWS, [flat, what _ROWS holds for it]: comparing the list with the
+# last one is cheaper than hashing a tuple of fresh bytes, and producers repeat theirs.
+_LAST_ROW: list = [None, None]
 _ROWS_MAX_TOTAL = 256
 
 
@@ -142,11 +147,88 @@ _PACKER = msgpack.Packer(use_bin_type=True)  # msgpack.packb's, made once
 
 
 def _pack(node: Node, ids: list[int], rows: list[list]) -> bytes:
-    """ms parts as deltas from the previous entry (the first from the master ID), seqs as they are, rows."""
-    ms_parts = [entry_id >> 64 for entry_id in ids]
-    deltas = [b - a for a, b in zip([node.master_id >> 64, *ms_parts], ms_parts, strict=False)]
-    seqs = [entry_id & SEQ_MASK for entry_id in ids]
-    return _PACKER.pack((deltas, seqs, rows))
+    """ms parts as deltas from the previous entry (the first from the master ID), seqs as they are, rows.
+
+    The bytes msgpack makes of the tuple (deltas, seqs, rows), built with fewer
+    operations on the 128-bit IDs (`_pack_ids_by_ms`), and a node whose entries
+    share one row (the usual case, see `_ROWS`) packs that row once.
+    """
+    n = len(ids)
+    if not n:
+        return _PACKER.pack(([], [], rows))
+    master_ms = node.master_id >> 64
+    first_ms = ids[0] >> 64
+    last_ms = ids[-1] >> 64
+    packed_ids = _pack_ids_by_ms(ids, first_ms, last_ms, master_ms) if (last_ms - first_ms) * 4 < n else None
+    if packed_ids is None:
+        ms_parts = list(map(rshift, ids, repeat(64, n)))
+        deltas = list(map(sub, ms_parts, chain((master_ms,), ms_parts)))
+        seqs = list(map(and_, ids, repeat(SEQ_MASK, n)))
+        packed_ids = _pack_uints(deltas) + _pack_uints(seqs)
+    row = rows[-1]
+    if rows.count(row) == n:  # identity first: cheap when the rows are one object
+        packed_rows = _PACKER.pack_array_header(n) + _PACKER.pack(row) * n
+    else:
+        packed_rows = _PACKER.pack(rows)
+    return b"\x93" + packed_ids + packed_rows  # 0x93: an array of three
+
+
+def _pack_ids_by_ms(ids: list[int], ms: int, last_ms: int, master_ms: int) -> bytes | None:
+    """The packed deltas and seqs of IDs spread over few milliseconds, worked out per millisecond:
+    the deltas are zero but the first, the seqs usually one run of consecutive numbers, a slice of
+    `_UINTS`. None when some ms gap or seq run does not fit that (the caller packs them one by one)."""
+    n = len(ids)
+    deltas = bytearray(n)  # fixint zeros
+    seq_parts = []
+    prev = master_ms
+    lo = 0
+    while True:
+        base = ms << 64
+        hi = n if ms == last_ms else bisect_left(ids, base + _ONE_MS, lo)
+        delta = ms - prev
+        first = ids[lo] - base
+        last = ids[hi - 1] - base
+        if delta >= 128 or last - first != hi - 1 - lo or last >= 65536:
+            return None
+        deltas[lo] = delta
+        seq_parts.append(_UINTS[_uint_offset(first) : _uint_offset(last + 1)])
+        if hi == n:
+            break
+        prev = ms
+        lo = hi
+        ms = ids[lo] >> 64
+    header = _PACKER.pack_array_header(n)
+    return header + deltas + header + b"".join(seq_parts)
+
+
+def _uint_offset(value: int) -> int:
+    """Where value's encoding starts in `_UINTS`: 128 one-byte ones, 128 of two bytes, then three."""
+    return value if value < 128 else 2 * value - 128 if value < 256 else 3 * value - 384
+
+
+def _uint_table() -> bytes:
+    """msgpack's encodings of 0..65535 one after another: fixint, 0xcc and a byte, 0xcd and two (big-endian)."""
+    wide = array("H", range(256, 65536))
+    if sys.byteorder == "little":
+        wide.byteswap()
+    raw = wide.tobytes()
+    out = bytearray(b"\xcd" * (3 * len(wide)))
+    out[1::3] = raw[0::2]
+    out[2::3] = raw[1::2]
+    mid = bytearray(b"\xcc" * 256)
+    mid[1::2] = range(128, 256)
+    return bytes(range(128)) + mid + out
+
+
+_UINTS = _uint_table()  # 196 KB
+_ONE_MS = 1 << 64
+
+
+def _pack_uints(values: list[int]) -> bytes:
+    """msgpack's bytes for a non-empty list of non-negative ints; all under 128 are one byte each (fixint)."""
+    if max(values) < 128:
+        return _PACKER.pack_array_header(len(values)) + bytes(values)
+    return _PACKER.pack(values)
 
 
 def _unpack(node: Node) -> tuple[list[int], list[list]]:
@@ -247,12 +329,12 @@ class Stream:
             raise ReplyError(ID_TOO_SMALL)
         return new
 
-    def add(self, now_ms: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> tuple[int, int]:
-        """XADD with `*`: append(next_id(now_ms), flat, ...) in one call; returns the new ID as (ms, seq).
+    def add(self, now_ms: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> bytes:
+        """XADD with `*`: append(next_id(now_ms), flat, ...) in one call; returns the new ID's text (format_id).
 
         The usual entry (open tail node with room, the master entry's fields,
         a field/value list seen before) takes a fast path: its listpack size,
-        the ID deltas aside, comes from `_ROWS` in one lookup.
+        the ID deltas aside, comes from `_ROWS` (through `_LAST_ROW`) in one lookup.
         """
         last = self.last_id
         ms = last >> 64
@@ -267,9 +349,15 @@ class Stream:
             seq = entry_id & SEQ_MASK
             if not seq:
                 ms += 1
-        known = _ROWS.get(tuple(flat))
-        nodes = self.nodes
-        if known is not None and nodes:
+        memo = _LAST_ROW
+        if flat == memo[0]:
+            known = memo[1]
+        else:
+            known = _ROWS.get(tuple(flat))
+            if known is not None:
+                memo[0] = flat.copy()
+                memo[1] = known
+        if known is not None and (nodes := self.nodes):
             node = nodes[-1]
             ids = node.ids
             total, names, cost, row = known
@@ -283,10 +371,15 @@ class Stream:
                 and (names is node.fields or names == node.fields)
             ):
                 master = node.master_id
-                ms_diff = ms - (master >> 64)
-                seq_diff = seq - (master & SEQ_MASK)
-                size += cost + (2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff)))
-                node.lp_bytes = size + (2 if 0 <= seq_diff <= 127 else _int_size(_i64(seq_diff))) + (_COUNT_STEPS.get(count, 0) if count >= 127 else 0)
+                if entry_id - master <= 127:  # both ID deltas fit in 7 bits (even across a ms boundary: seq wraps)
+                    size += cost + 4
+                else:
+                    ms_diff = ms - (master >> 64)
+                    seq_diff = seq - (master & SEQ_MASK)
+                    size += cost + (2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff)))
+                    # (_i64 leaves a 13-bit difference as it is: _int_size inline)
+                    size += 2 if 0 <= seq_diff <= 127 else 3 if -4096 <= seq_diff <= 4095 else _int_size(_i64(seq_diff))
+                node.lp_bytes = size + _COUNT_STEPS.get(count, 0) if count >= 127 else size
                 node.count = count + 1
                 ids.append(entry_id)
                 node.rows.append(row)
@@ -297,9 +390,12 @@ class Stream:
                 self.last_id = entry_id
                 if not length:
                     self.first_id = entry_id
-                return ms, seq
+                text = MS_TEXT  # format_ms_seq(ms, seq), inline
+                if text[0] != ms:
+                    text[:] = ms, b"%d-" % ms
+                return text[1] + SEQ_TEXT[seq] if seq < 4096 else text[1] + b"%d" % seq
         self.append(entry_id, flat, max_entries, max_bytes)
-        return ms, seq
+        return format_ms_seq(ms, seq)
 
     def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
         """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
@@ -343,9 +439,14 @@ class Stream:
                 cost += sizes.get(value) or _str_size_cached(value)
             size += cost
             if total <= _ROWS_MAX_TOTAL:
-                if len(_ROWS) >= _ROWS_MAX:
+                key = tuple(flat)
+                known = _ROWS.get(key)
+                if known is not None:
+                    row = known[3]  # the same values: share the row the node's other entries hold
+                elif len(_ROWS) >= _ROWS_MAX:
                     _ROWS.clear()
-                _ROWS[tuple(flat)] = (total, names, cost, row)
+                known = _ROWS[key] = (total, names, cost, row)
+                _LAST_ROW[:] = [*flat], known
         else:
             row = [None, *flat]
             size += 2  # flags

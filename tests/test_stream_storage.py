@@ -247,6 +247,43 @@ def test_memory_is_packed():
     assert s.memory_usage() / 20000 < 40
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_pack_is_msgpacks_bytes(seed):
+    """A sealed node's bytes are exactly msgpack's for (ms deltas, seqs, rows), whichever way _pack builds them
+    (per millisecond with table slices, or one by one): dumps and MEMORY USAGE depend on it."""
+    import random
+
+    import msgpack
+
+    from storage.stream import Node, _pack, _unpack
+
+    rnd = random.Random(seed)
+    for _ in range(400):
+        n = rnd.choice([1, 2, 3, 17, 100, 300])
+        master = make_id(rnd.choice([0, 5, 1700000000000, 2**64 - 3]), rnd.choice([0, 100, 200, 300, 65400, 2**64 - 2000]))
+        cur = min(master + rnd.choice([0, 1, 2**64]), MAX_ID)
+        ms_step, gap = rnd.choice([0.0, 0.02, 0.3, 1.0]), rnd.choice([0.0, 0.1])
+        ids = []
+        for _i in range(n):
+            ids.append(cur)
+            if rnd.random() < ms_step:
+                cur = make_id((cur >> 64) + rnd.choice([1, 2, 127, 128, 5000]), rnd.choice([0, 1, 127, 128, 255, 256]))
+            else:
+                cur += rnd.randint(2, 1000) if rnd.random() < gap else 1
+            cur = min(cur, MAX_ID)
+        if len(set(ids)) < n:
+            continue
+        row = [b"1234", b"10.5"]
+        rows = [row] * n if rnd.random() < 0.6 else [rnd.choice([row, [b"1234", b"10.5"], [None, b"f", b"v"]]) for _i in range(n)]
+        node = Node(master, (b"sensor-id", b"temperature"))
+        ms_parts = [entry_id >> 64 for entry_id in ids]
+        deltas = [b - a for a, b in zip([master >> 64, *ms_parts], ms_parts, strict=False)]
+        seqs = [entry_id & (2**64 - 1) for entry_id in ids]
+        node.packed = _pack(node, ids, rows)
+        assert node.packed == msgpack.packb((deltas, seqs, rows), use_bin_type=True)
+        assert _unpack(node) == (ids, rows)
+
+
 # -- property test against a list model -----------------------------------------------
 
 
@@ -396,10 +433,12 @@ def test_add_fast_path_matches_append(max_entries, max_bytes):
             flat = [rnd.choice([b"a", b"sensor-id", b"b"]), rnd.choice(values)]
         if step % 500 == 499:  # XSETID-like jump to the last sequence of the current ms
             fast.last_id = slow.last_id = make_id(max(now, slow.last_id >> 64), 2**64 - 1)
-        ms, seq = fast.add(now, flat, max_entries, max_bytes)
+        elif step % 500 == 250:  # sequences past the table of small ones
+            fast.last_id = slow.last_id = make_id(max(now, slow.last_id >> 64), 5000)
+        text = fast.add(now, flat, max_entries, max_bytes)
         entry_id = slow.next_id(now)
         slow.append(entry_id, flat, max_entries, max_bytes)
-        assert make_id(ms, seq) == entry_id
+        assert text == format_id(entry_id)
         if step % 700 == 0 and slow.length > 5:
             victims = [e for e, _f in slow.range(0, MAX_ID)][-3:]
             assert fast.delete(victims) == slow.delete(victims)

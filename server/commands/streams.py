@@ -14,11 +14,11 @@ from collections import OrderedDict
 
 from hiredis import pack_command
 
-from protocol.errors import SYNTAX, ReplyError, wrong_arity
+from protocol.errors import SYNTAX, WRONGTYPE, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
 from storage.stream import Node, Stream, expand_rows
-from storage.stream_id import MAX_ID, SEQ_MASK, format_id, format_ms_seq, parse_strict_id, parse_xadd_id
+from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
 
 from ..command import command
 from .args import help_reply, to_int
@@ -215,20 +215,18 @@ def xadd(ctx, argv):
         server = ctx.server
         now = server.now
         db = ctx.db
-        stream = db.lookup_type(key, now, Stream)
+        stream = db.lookup(key, now) if db.expires else db.data.get(key)  # db.lookup_type, inline
         config = server.config.values
         fields = argv[3:]
-        if stream is None:
+        if type(stream) is Stream:
+            reply = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+        elif stream is None:
             stream = Stream()
-            ms, seq = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            reply = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
             db.set(key, stream)
         else:
-            ms, seq = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
-        reply = format_ms_seq(ms, seq)
-        effect = argv.copy()  # [b"XADD", key, reply, *fields]
-        effect[0] = b"XADD"
-        effect[2] = reply
-        return reply, [effect]
+            raise ReplyError(WRONGTYPE)
+        return reply, [[b"XADD", key, reply, *fields]]
     args = _PLAIN_XADD if argv[2] == b"*" else parse_trim_args(ctx, argv, xadd=True)
     field_pos = args.id_pos + 1
     nfields = len(argv) - field_pos
