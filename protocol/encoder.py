@@ -37,6 +37,8 @@ def encode2(value, out: list) -> None:
     kind = type(value)
     if kind is bytes:
         out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif value is None:  # early too: a missing key's nil is a common reply
+        out.append(b"$-1\r\n")
     elif kind is list or kind is tuple:
         out.append(b"*%d\r\n" % len(value))
         for item in value:
@@ -52,8 +54,6 @@ def encode2(value, out: list) -> None:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:
         out.append(b"+%s\r\n" % value)
-    elif value is None:
-        out.append(b"$-1\r\n")
     elif kind is Error:
         out.append(b"-%s\r\n" % value)
     elif kind is Map:
@@ -86,6 +86,8 @@ def encode3(value, out: list) -> None:
     kind = type(value)
     if kind is bytes:
         out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+    elif value is None:  # early too: a missing key's nil is a common reply
+        out.append(b"_\r\n")
     elif kind is list or kind is tuple:
         out.append(b"*%d\r\n" % len(value))
         for item in value:
@@ -101,7 +103,7 @@ def encode3(value, out: list) -> None:
         out.append(b":%d\r\n" % value)
     elif kind is Simple:
         out.append(b"+%s\r\n" % value)
-    elif value is None or value is NULL_ARRAY:
+    elif value is NULL_ARRAY:
         out.append(b"_\r\n")
     elif kind is Error:
         out.append(b"-%s\r\n" % value)
@@ -119,7 +121,7 @@ def encode3(value, out: list) -> None:
         for item in value:
             encode3(item, out)
     elif kind is float:
-        out.append(b",%s\r\n" % _double(value).replace(b"inf", b"inf"))
+        out.append(b",%s\r\n" % _double(value))
     elif kind is Verbatim:
         out.append(b"=%d\r\ntxt:%s\r\n" % (len(value) + 4, value))
     elif kind is str:
