@@ -95,10 +95,11 @@ _COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -
 
 # Streams repeat their field/value lists (XADD's benchmarks and most producers do):
 # flat -> (total length, field names, listpack size of the entry as a same-fields
-# entry, ID deltas excepted, its row). Only short lists: the key is hashed on every
+# entry, ID deltas excepted, its row, the size of a new node holding just this
+# entry, its values excepted). Only short lists: the key is hashed on every
 # append. Entries with the same values share one row list: rows are never changed
 # in place (entries are removed whole), and sizes are counted per entry all the same.
-_ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes]]] = {}
+_ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes], int]] = {}
 _ROWS_MAX = 1024
 # add()'s last hit in _ROWS, [flat, what _ROWS holds for it]: comparing the list with the
 # last one is cheaper than hashing a tuple of fresh bytes, and producers repeat theirs.
@@ -360,7 +361,7 @@ class Stream:
         if known is not None and (nodes := self.nodes):
             node = nodes[-1]
             ids = node.ids
-            total, names, cost, row = known
+            total, names, cost, row, _head = known
             count = node.count
             size = node.lp_bytes
             # Room left (max_bytes <= 0, max_entries 0 or a huge max_bytes take the general path).
@@ -394,8 +395,34 @@ class Stream:
                 if text[0] != ms:
                     text[:] = ms, b"%d-" % ms
                 return text[1] + SEQ_TEXT[seq] if seq < 4096 else text[1] + b"%d" % seq
+            limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
+            if size + total >= limit or (max_entries and count + node.deleted >= max_entries):  # full, as append decides
+                self._seal(node)
+                self._open_node(entry_id, known)
+                return format_ms_seq(ms, seq)
+        elif known is not None:
+            self._open_node(entry_id, known)
+            return format_ms_seq(ms, seq)
         self.append(entry_id, flat, max_entries, max_bytes)
         return format_ms_seq(ms, seq)
+
+    def _open_node(self, entry_id: int, known: tuple) -> None:
+        """append() of an entry with known values (`_ROWS`) in a new node, without working out its sizes again."""
+        _total, names, cost, row, head = known
+        if len(self._fields) < 64:
+            names = self._fields.setdefault(names, names)
+        node = Node(entry_id, names)
+        node.lp_bytes = head + cost
+        node.count = 1
+        node.ids.append(entry_id)
+        node.rows.append(row)
+        self.nodes.append(node)
+        self.keys.append(entry_id)
+        self.length += 1
+        self.entries_added += 1
+        self.last_id = entry_id
+        if self.length == 1:
+            self.first_id = entry_id
 
     def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
         """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
@@ -443,9 +470,13 @@ class Stream:
                 known = _ROWS.get(key)
                 if known is not None:
                     row = known[3]  # the same values: share the row the node's other entries hold
-                elif len(_ROWS) >= _ROWS_MAX:
-                    _ROWS.clear()
-                known = _ROWS[key] = (total, names, cost, row)
+                    head = known[4]
+                else:
+                    if len(_ROWS) >= _ROWS_MAX:
+                        _ROWS.clear()
+                    # a new node's size with this entry, its values aside: header, end, counts, the master fields, ID deltas 0
+                    head = 17 + _int_size(nfields) + sum(map(_str_size_cached, names))
+                known = _ROWS[key] = (total, node.fields, cost, row, head)
                 _LAST_ROW[:] = [*flat], known
         else:
             row = [None, *flat]
