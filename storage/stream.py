@@ -103,7 +103,7 @@ _ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes], i
 _ROWS_MAX = 1024
 # add()'s last hit in _ROWS, [flat, what _ROWS holds for it]: comparing the list with the
 # last one is cheaper than hashing a tuple of fresh bytes, and producers repeat theirs.
-_LAST_ROW: list = [None, None]
+_LAST_ROW: tuple = (None, None)
 _ROWS_MAX_TOTAL = 256
 
 
@@ -337,27 +337,25 @@ class Stream:
         a field/value list seen before) takes a fast path: its listpack size,
         the ID deltas aside, comes from `_ROWS` (through `_LAST_ROW`) in one lookup.
         """
+        global _LAST_ROW
         last = self.last_id
         ms = last >> 64
         if now_ms > ms:  # a clock in ms never reaches 2**64: last is not MAX_ID here
             ms = now_ms
             seq = 0
             entry_id = now_ms << 64
-        elif last == MAX_ID:
-            raise ReplyError(EXHAUSTED)
         else:
             entry_id = last + 1
             seq = entry_id & SEQ_MASK
             if not seq:
                 ms += 1
-        memo = _LAST_ROW
-        if flat == memo[0]:
-            known = memo[1]
-        else:
+                if ms > U64_MAX:  # last was MAX_ID
+                    raise ReplyError(EXHAUSTED)
+        last_flat, known = _LAST_ROW
+        if flat != last_flat:
             known = _ROWS.get(tuple(flat))
             if known is not None:
-                memo[0] = flat.copy()
-                memo[1] = known
+                _LAST_ROW = (flat.copy(), known)
         if known is not None and (nodes := self.nodes):
             node = nodes[-1]
             ids = node.ids
@@ -426,6 +424,7 @@ class Stream:
 
     def append(self, entry_id: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> None:
         """Add an entry (entry_id > last_id, flat = [field, value, ...]) as streamAppendItem does."""
+        global _LAST_ROW
         nodes = self.nodes
         total = sum(map(len, flat))
         if total > LISTPACK_MAX_SIZE:
@@ -477,7 +476,7 @@ class Stream:
                     # a new node's size with this entry, its values aside: header, end, counts, the master fields, ID deltas 0
                     head = 17 + _int_size(nfields) + sum(map(_str_size_cached, names))
                 known = _ROWS[key] = (total, node.fields, cost, row, head)
-                _LAST_ROW[:] = [*flat], known
+                _LAST_ROW = ([*flat], known)
         else:
             row = [None, *flat]
             size += 2  # flags

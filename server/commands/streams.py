@@ -209,20 +209,18 @@ def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
 )
 def xadd(ctx, argv):
     """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
-    argc = len(argv)
-    if argv[2] == b"*" and argc & 1 and argc > 3:  # `XADD key * field value ...`, the usual form
+    if argv[2] == b"*" and len(argv) & 1:  # `XADD key * field value ...` (5+ arguments: the arity), the usual form
         key = argv[1]
         server = ctx.server
-        now = server.now
         db = ctx.db
-        stream = db.lookup(key, now) if db.expires else db.data.get(key)  # db.lookup_type, inline
+        stream = db.lookup(key, server.now) if db.expires else db.data.get(key)  # db.lookup_type, inline
         config = server.config.values
         fields = argv[3:]
         if type(stream) is Stream:
-            reply = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            reply = stream.add(server.now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
         elif stream is None:
             stream = Stream()
-            reply = stream.add(now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            reply = stream.add(server.now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
             db.set(key, stream)
         else:
             raise ReplyError(WRONGTYPE)
