@@ -319,6 +319,7 @@ class Config:
 
     def __init__(self, overrides: dict[str, str] | None = None, config_file: str | None = None) -> None:
         self.values: dict[str, object] = {name: p.default for name, p in PARAMS.items()}
+        self.stream_node_limits = (self.values["stream-node-max-entries"], self.values["stream-node-max-bytes"])  # for XADD, kept by _store
         self.listeners: list[Callable[[str, object], None]] = []
         self.config_file = config_file  # absolute path given at startup, for CONFIG REWRITE
         for name, value in (overrides or {}).items():
@@ -382,6 +383,8 @@ class Config:
         self.values[param.name] = value
         if param.alias:
             self.values[param.alias] = value
+        if param.name.startswith("stream-node-max-"):
+            self.stream_node_limits = (self.values["stream-node-max-entries"], self.values["stream-node-max-bytes"])
         for listener in self.listeners:
             listener(param.name, value)
 

@@ -214,13 +214,13 @@ def xadd(ctx, argv):
         server = ctx.server
         db = ctx.db
         stream = db.lookup(key, server.now) if db.expires else db.data.get(key)  # db.lookup_type, inline
-        config = server.config.values
+        max_entries, max_bytes = server.config.stream_node_limits
         fields = argv[3:]
         if type(stream) is Stream:
-            reply = stream.add(server.now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            reply = stream.add(server.now, fields, max_entries, max_bytes)
         elif stream is None:
             stream = Stream()
-            reply = stream.add(server.now, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+            reply = stream.add(server.now, fields, max_entries, max_bytes)
             db.set(key, stream)
         else:
             raise ReplyError(WRONGTYPE)
@@ -244,9 +244,9 @@ def xadd(ctx, argv):
         new_id = stream.next_id(server.now, args.ms, args.seq)
     else:
         new_id = stream.next_id(server.now)
-    config = server.config.values
+    max_entries, max_bytes = server.config.stream_node_limits
     fields = argv[field_pos:]
-    stream.append(new_id, fields, config["stream-node-max-entries"], config["stream-node-max-bytes"])
+    stream.append(new_id, fields, max_entries, max_bytes)
     if created:
         ctx.db.set(key, stream)
     reply = b"%d-%d" % (new_id >> 64, new_id & SEQ_MASK)
