@@ -95,8 +95,8 @@ _COUNT_STEPS = {127: 1, 4095: 1, 32767: 1, 8388607: 1, 2147483647: 4}  # count -
 
 # Streams repeat their field/value lists (XADD's benchmarks and most producers do):
 # flat -> (total length, field names, listpack size of the entry as a same-fields
-# entry, ID deltas excepted, its row, the size of a new node holding just this
-# entry, its values excepted). Only short lists: the key is hashed on every
+# entry with both ID deltas under 128, its row, the size of a new node holding just
+# this entry, the entry excepted). Only short lists: the key is hashed on every
 # append. Entries with the same values share one row list: rows are never changed
 # in place (entries are removed whole), and sizes are counted per entry all the same.
 _ROWS: dict[tuple[bytes, ...], tuple[int, tuple[bytes, ...], int, list[bytes], int]] = {}
@@ -359,7 +359,7 @@ class Stream:
         if known is not None and (nodes := self.nodes):
             node = nodes[-1]
             ids = node.ids
-            total, names, cost, row, _head = known
+            total, names, cost4, row, _head = known
             count = node.count
             size = node.lp_bytes
             # Room left (max_bytes <= 0, max_entries 0 or a huge max_bytes take the general path).
@@ -371,13 +371,13 @@ class Stream:
             ):
                 master = node.master_id
                 if entry_id - master <= 127:  # both ID deltas fit in 7 bits (even across a ms boundary: seq wraps)
-                    size += cost + 4
-                else:
+                    size += cost4
+                else:  # cost4 counts 2 bytes per delta
                     ms_diff = ms - (master >> 64)
                     seq_diff = seq - (master & SEQ_MASK)
-                    size += cost + (2 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff)))
+                    size += cost4 + (0 if 0 <= ms_diff <= 127 else _int_size(_i64(ms_diff)) - 2)
                     # (_i64 leaves a 13-bit difference as it is: _int_size inline)
-                    size += 2 if 0 <= seq_diff <= 127 else 3 if -4096 <= seq_diff <= 4095 else _int_size(_i64(seq_diff))
+                    size += 0 if 0 <= seq_diff <= 127 else 1 if -4096 <= seq_diff <= 4095 else _int_size(_i64(seq_diff)) - 2
                 node.lp_bytes = size + _COUNT_STEPS.get(count, 0) if count >= 127 else size
                 node.count = count + 1
                 ids.append(entry_id)
@@ -406,11 +406,11 @@ class Stream:
 
     def _open_node(self, entry_id: int, known: tuple) -> None:
         """append() of an entry with known values (`_ROWS`) in a new node, without working out its sizes again."""
-        _total, names, cost, row, head = known
+        _total, names, cost4, row, head = known
         if len(self._fields) < 64:
             names = self._fields.setdefault(names, names)
         node = Node(entry_id, names)
-        node.lp_bytes = head + cost
+        node.lp_bytes = head + cost4
         node.count = 1
         node.ids.append(entry_id)
         node.rows.append(row)
@@ -473,9 +473,9 @@ class Stream:
                 else:
                     if len(_ROWS) >= _ROWS_MAX:
                         _ROWS.clear()
-                    # a new node's size with this entry, its values aside: header, end, counts, the master fields, ID deltas 0
-                    head = 17 + _int_size(nfields) + sum(map(_str_size_cached, names))
-                known = _ROWS[key] = (total, node.fields, cost, row, head)
+                    # a new node's size with this entry, the entry aside: header, end, counts, the master fields
+                    head = 13 + _int_size(nfields) + sum(map(_str_size_cached, names))
+                known = _ROWS[key] = (total, node.fields, cost + 4, row, head)
                 _LAST_ROW = ([*flat], known)
         else:
             row = [None, *flat]
