@@ -149,7 +149,8 @@ def _canonical(digits: bytes) -> bool:
 
 def encoded_size(commands: list) -> int:
     """Bytes that `commands` take as canonical RESP requests: `*<argc>\r\n`, then `$<len>\r\n<arg>\r\n`
-    per argument. Every read counts them, so the usual one- and two-digit lengths skip str()."""
+    per argument (the usual one- and two-digit lengths without str()): where a read's completed
+    requests end, when one is left incomplete."""
     size = 0
     for argv in commands:
         size += 4 if len(argv) < 10 else 3 + len(str(len(argv)))
@@ -188,7 +189,9 @@ class RequestReader:
     close without a reply (client-query-buffer-limit).
 
     hiredis does not say whether it stopped inside a command (its `has_data()`
-    is false after a complete element), so the reader keeps that fact itself:
+    is false after any complete element, inside an array too; only right after
+    a complete request does it tell whether bytes follow, which is what the
+    fast path of `feed` asks it), so the reader keeps that fact itself:
     `_fresh` (hiredis has parsed nothing since its last reset: an inline line
     may start here) and `_carry` (bytes of the incomplete command fed so far,
     -1 when a command is pending but its start is unknown).

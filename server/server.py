@@ -79,8 +79,8 @@ class Server:
         self.version = REDIS_VERSION
 
     def clock(self) -> int:
-        """Refresh the cached time (once per batch read, like Redis's cached mstime)."""
-        self.now = now = int(time.time() * 1000)
+        """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
+        self.now = now = time.time_ns() // 1_000_000
         return now
 
     # -- dispatch --------------------------------------------------------
