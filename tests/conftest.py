@@ -25,6 +25,17 @@ def r(server, request):
 
 
 @pytest.fixture
+def m(server):
+    """Millrace over RESP2, flushed, with redis-py's parsing of stream replies off: what the server sent."""
+    from tests.test_groups import raw
+
+    client = raw(server.client(protocol=2))
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
 def r2(server):
     """A RESP2 client on a flushed server."""
     client = server.client(protocol=2)

@@ -176,14 +176,6 @@ def run(client: redis.Redis, argv: list[str]):
         return exc
 
 
-@pytest.fixture
-def m(server):
-    client = raw(server.client(protocol=2))
-    client.flushall()
-    yield client
-    client.close()
-
-
 @pytest.mark.parametrize("deletions", [False, True], ids=["no-deletions", "with-deletions"])
 @pytest.mark.parametrize("seed", range(6))
 def test_random_workloads_match_redis(m, oracle, seed, deletions):

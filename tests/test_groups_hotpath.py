@@ -58,14 +58,6 @@ SCRIPT = [
 ]
 
 
-@pytest.fixture
-def m(server):
-    client = raw(server.client(protocol=2))
-    client.flushall()
-    yield client
-    client.close()
-
-
 def test_shared_pending_entries_and_bulk_acks_match_redis(m, oracle):
     raw(oracle)
     for argv in SCRIPT:
