@@ -36,7 +36,7 @@ import msgpack
 
 from protocol.errors import ReplyError
 
-from .stream_id import MAX_ID, MS_TEXT, SEQ_MASK, SEQ_TEXT, U64_MAX, format_ms_seq
+from .stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_ms_seq
 
 LISTPACK_MAX_SIZE = 1 << 30  # STREAM_LISTPACK_MAX_SIZE
 _I64_MIN = -(1 << 63)
@@ -389,10 +389,7 @@ class Stream:
                 self.last_id = entry_id
                 if not length:
                     self.first_id = entry_id
-                text = MS_TEXT  # format_ms_seq(ms, seq), inline
-                if text[0] != ms:
-                    text[:] = ms, b"%d-" % ms
-                return text[1] + SEQ_TEXT[seq] if seq < 4096 else text[1] + b"%d" % seq
+                return format_ms_seq(ms, seq)
             limit = max_bytes if 0 < max_bytes <= LISTPACK_MAX_SIZE else LISTPACK_MAX_SIZE
             if size + total >= limit or (max_entries and count + node.deleted >= max_entries):  # full, as append decides
                 self._seal(node)
@@ -407,15 +404,24 @@ class Stream:
     def _open_node(self, entry_id: int, known: tuple) -> None:
         """append() of an entry with known values (`_ROWS`) in a new node, without working out its sizes again."""
         _total, names, cost4, row, head = known
-        if len(self._fields) < 64:
-            names = self._fields.setdefault(names, names)
-        node = Node(entry_id, names)
+        node = self._new_node(entry_id, names)
         node.lp_bytes = head + cost4
         node.count = 1
         node.ids.append(entry_id)
         node.rows.append(row)
+        self._added(entry_id)
+
+    def _new_node(self, entry_id: int, names: tuple[bytes, ...]) -> Node:
+        """The node entry_id opens, last in the stream."""
+        if len(self._fields) < 64:  # share the usual field sets; never grow without bound
+            names = self._fields.setdefault(names, names)
+        node = Node(entry_id, names)
         self.nodes.append(node)
         self.keys.append(entry_id)
+        return node
+
+    def _added(self, entry_id: int) -> None:
+        """The stream's counters after entry_id is appended (add()'s fast path does the same inline)."""
         self.length += 1
         self.entries_added += 1
         self.last_id = entry_id
@@ -438,14 +444,10 @@ class Stream:
         names = tuple(flat[0::2])
         nfields = len(names)
         if node is None:
-            if len(self._fields) < 64:  # share the usual field sets; never grow without bound
-                names = self._fields.setdefault(names, names)
-            node = Node(entry_id, names)
+            node = self._new_node(entry_id, names)
             size = 13 + _int_size(nfields)  # header, end, count=1, deleted=0, the 0 terminator
             for name in names:
                 size += _str_size_cached(name)
-            nodes.append(node)
-            self.keys.append(entry_id)
             same = True
         else:
             if node.ids is None:
@@ -476,7 +478,7 @@ class Stream:
                     # a new node's size with this entry, the entry aside: header, end, counts, the master fields
                     head = 13 + _int_size(nfields) + sum(map(_str_size_cached, names))
                 known = _ROWS[key] = (total, node.fields, cost + 4, row, head)
-                _LAST_ROW = ([*flat], known)
+                _LAST_ROW = (flat.copy(), known)
         else:
             row = [None, *flat]
             size += 2  # flags
@@ -488,11 +490,7 @@ class Stream:
         node.ids.append(entry_id)
         node.rows.append(row)
         node.last_id = entry_id
-        self.length += 1
-        self.entries_added += 1
-        self.last_id = entry_id
-        if self.length == 1:
-            self.first_id = entry_id
+        self._added(entry_id)
 
     def _seal(self, node: Node) -> None:
         if node.ids is None:

@@ -38,17 +38,16 @@ def format_id(stream_id: int) -> bytes:
 
 # Formatting ints is the costly part of writing IDs, and on the hot paths (an XADD's
 # reply, one XREADGROUP delivery) the milliseconds repeat and the sequences are small.
-# (Stream.add inlines format_ms_seq with these two.)
-SEQ_TEXT = [b"%d" % seq for seq in range(4096)]
-MS_TEXT: list = [-1, b"-1-"]  # the last milliseconds formatted, with their '-'
+_SEQ_TEXT = [b"%d" % seq for seq in range(4096)]
+_MS_TEXT: list = [-1, b"-1-"]  # the last milliseconds formatted, with their '-'
 
 
 def format_ms_seq(ms: int, seq: int) -> bytes:
     """format_id of ms-seq, reusing the last milliseconds' text and the table of small sequences."""
-    last = MS_TEXT
+    last = _MS_TEXT
     if last[0] != ms:
         last[:] = ms, b"%d-" % ms
-    return last[1] + SEQ_TEXT[seq] if seq < 4096 else last[1] + b"%d" % seq
+    return last[1] + _SEQ_TEXT[seq] if seq < 4096 else last[1] + b"%d" % seq
 
 
 def format_ids(entry_ids: list[int]) -> list[bytes]:
@@ -56,7 +55,7 @@ def format_ids(entry_ids: list[int]) -> list[bytes]:
     ms = entry_ids[0] >> 64
     base = ms << 64
     if entry_ids[-1] - base < 4096:  # increasing: all have these milliseconds and a small sequence
-        prefix, seqs = b"%d-" % ms, SEQ_TEXT
+        prefix, seqs = b"%d-" % ms, _SEQ_TEXT
         return [prefix + seqs[entry_id - base] for entry_id in entry_ids]
     return [b"%d-%d" % (entry_id >> 64, entry_id & SEQ_MASK) for entry_id in entry_ids]
 

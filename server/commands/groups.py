@@ -33,13 +33,14 @@ from ..command import command, container
 from .args import LLONG_MAX, help_reply, to_int
 from .stream_args import (
     lookup_stream,
+    parse_count,
     parse_interval_end,
     parse_interval_start,
     parse_timeout,
     streams_keys,
     subcommand_syntax_error,
 )
-from .streams import _wire_entries as wire_entries
+from .streams import wire_entries
 
 NO_KEY = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."
 
@@ -295,13 +296,6 @@ def xgroup_help(ctx, argv):
 # -- XREADGROUP -------------------------------------------------------------------
 
 
-def _parse_count(arg: bytes) -> int:
-    """COUNT's argument as Redis takes it (an integer, negatives meaning 0); plain digits without to_int."""
-    if arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or arg == b"0"):
-        return int(arg)
-    return max(to_int(arg), 0)
-
-
 class ReadGroupRequest:
     """A parsed XREADGROUP: what to read, for whom, how much, how long to wait."""
 
@@ -314,7 +308,7 @@ class ReadGroupRequest:
         if argc == 9 and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
             # The usual shape, `GROUP g c COUNT n STREAMS key id`: what the loop below would make of it.
             self.group, self.consumer = argv[2], argv[3]
-            self.count = _parse_count(argv[5])
+            self.count = parse_count(argv[5])
             self.keys = argv[7:8]
             self.ids = argv[8:]
             return
@@ -330,7 +324,7 @@ class ReadGroupRequest:
                 self.timeout = parse_timeout(argv[i], ctx.server.now)
             elif option == b"COUNT" and more:
                 i += 1
-                self.count = _parse_count(argv[i])
+                self.count = parse_count(argv[i])
             elif option == b"STREAMS" and more:
                 streams_arg = i + 1
                 if (argc - streams_arg) % 2:
@@ -525,7 +519,7 @@ def xpending(ctx, argv):
             if argc < 8:
                 raise ReplyError(SYNTAX)
             first += 2
-        count = max(to_int(argv[first + 2]), 0)
+        count = parse_count(argv[first + 2])
         start = parse_interval_start(argv[first])
         end = parse_interval_end(argv[first + 1])
         if first + 3 < argc:

@@ -18,6 +18,14 @@ def lookup_stream(ctx, key: bytes) -> Stream | None:
     return ctx.db.lookup_type(key, ctx.server.now, Stream)
 
 
+_COUNTS = {b"%d" % n: n for n in range(1, 1001)}  # the usual COUNT arguments, read without to_int
+
+
+def parse_count(arg: bytes) -> int:
+    """A COUNT argument as the stream commands take it: an integer, negatives meaning 0."""
+    return _COUNTS.get(arg) or max(to_int(arg), 0)
+
+
 def streams_keys(argv: list[bytes]) -> list[int]:
     """Key positions of XREAD/XREADGROUP: the first half of what follows STREAMS."""
     for index in range(1, len(argv)):

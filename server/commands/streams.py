@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from hiredis import pack_command
 
-from protocol.errors import SYNTAX, WRONGTYPE, ReplyError, wrong_arity
+from protocol.errors import SYNTAX, ReplyError, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
 from storage.stream import Node, Stream, expand_rows
@@ -24,6 +24,7 @@ from ..command import command
 from .args import help_reply, to_int
 from .stream_args import (
     lookup_stream,
+    parse_count,
     parse_interval_end,
     parse_interval_start,
     parse_timeout,
@@ -51,7 +52,7 @@ _WIRE: OrderedDict[Node, tuple[bytes, list[bytes | None]]] = OrderedDict()
 _WIRE_MAX = 32
 
 
-def _wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list], wire_ids: list[bytes] | None = None) -> list[bytes]:
+def wire_entries(ids: list[int], fields: tuple[bytes, ...], rows: list[list], wire_ids: list[bytes] | None = None) -> list[bytes]:
     """Entries of one node as the encoder writes them: *2, the ID as a bulk string, the field array.
 
     wire_ids: the IDs' wire form when the caller has it already (XREADGROUP).
@@ -82,7 +83,7 @@ def range_reply(stream: Stream, start: int, end: int, count: int | None, rev: bo
     for node, ids, rows, lo, hi in stream.spans(start, end, count, rev):
         packed = node.packed
         if packed is None:  # the open tail node: its entries still change
-            part = _wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+            part = wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
         else:
             cached = _WIRE.get(node)
             if cached is None or cached[0] is not packed:
@@ -94,7 +95,7 @@ def range_reply(stream: Stream, start: int, end: int, count: int | None, rev: bo
             wire = cached[1]
             part = wire[lo:hi]
             if None in part:
-                wire[lo:hi] = part = _wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
+                wire[lo:hi] = part = wire_entries(ids[lo:hi], node.fields, rows[lo:hi])
         if rev:
             part.reverse()
         chunks += part
@@ -212,18 +213,13 @@ def xadd(ctx, argv):
     if argv[2] == b"*" and len(argv) & 1:  # `XADD key * field value ...` (5+ arguments: the arity), the usual form
         key = argv[1]
         server = ctx.server
-        db = ctx.db
-        stream = db.lookup(key, server.now) if db.expires else db.data.get(key)  # db.lookup_type, inline
+        stream = ctx.db.lookup_type(key, server.now, Stream)
         max_entries, max_bytes = server.config.stream_node_limits
         fields = argv[3:]
-        if type(stream) is Stream:
-            reply = stream.add(server.now, fields, max_entries, max_bytes)
-        elif stream is None:
+        if stream is None:
             stream = Stream()
-            reply = stream.add(server.now, fields, max_entries, max_bytes)
-            db.set(key, stream)
-        else:
-            raise ReplyError(WRONGTYPE)
+            ctx.db.set(key, stream)
+        reply = stream.add(server.now, fields, max_entries, max_bytes)
         return reply, [[b"XADD", key, reply, *fields]]
     args = _PLAIN_XADD if argv[2] == b"*" else parse_trim_args(ctx, argv, xadd=True)
     field_pos = args.id_pos + 1
@@ -273,9 +269,6 @@ def xtrim(ctx, argv):
 # -- reading ranges -----------------------------------------------------------------
 
 
-_COUNTS = {b"%d" % n: n for n in range(1, 1001)}  # COUNT arguments as to_int reads them, without the call
-
-
 def _range(ctx, argv: list[bytes], rev: bool):
     start_arg, end_arg = (argv[3], argv[2]) if rev else (argv[2], argv[3])
     start = 0 if start_arg == b"-" else parse_interval_start(start_arg)
@@ -285,12 +278,11 @@ def _range(ctx, argv: list[bytes], rev: bool):
     argc = len(argv)
     while j < argc:
         if argc - j - 1 >= 1 and argv[j].lower() == b"count":
-            arg = argv[j + 1]
-            count = _COUNTS.get(arg) or max(to_int(arg), 0)
+            count = parse_count(argv[j + 1])
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    stream = ctx.db.lookup_type(argv[1], ctx.server.now, Stream)
+    stream = lookup_stream(ctx, argv[1])
     if stream is None:
         return []
     if count == 0:
@@ -429,7 +421,7 @@ def xread(ctx, argv):
             timeout = parse_timeout(argv[i], ctx.server.now)
         elif opt == b"count" and moreargs:
             i += 1
-            count = max(to_int(argv[i]), 0)
+            count = parse_count(argv[i])
         elif opt == b"streams" and moreargs:
             streams_arg = i + 1
             if (argc - streams_arg) % 2:
