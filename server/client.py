@@ -21,6 +21,7 @@ from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 from .server import BLOCKED, Server
 
 _STATUS = {status: b"+%s\r\n" % status for status in (OK, PONG, QUEUED)}  # the usual status replies, encoded once
+_BULK = [b"$%d\r\n" % size for size in range(64)]  # bulk string headers: concatenation is cheaper than % formatting
 ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
 SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, then the next one
 
@@ -137,7 +138,8 @@ class Client(asyncio.Protocol):
             if kind is Simple:
                 out = [_STATUS.get(reply) or b"+%s\r\n" % reply]
             elif kind is bytes:
-                out = [b"$%d\r\n%s\r\n" % (len(reply), reply)]
+                size = len(reply)
+                out = [_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply)]
             elif kind is Raw:
                 out = [reply]
             else:
@@ -206,7 +208,8 @@ class Client(asyncio.Protocol):
                 if kind is Simple:  # OK, PONG: the same in both protocols
                     out.append(_STATUS.get(reply) or b"+%s\r\n" % reply)
                 elif kind is bytes:
-                    out.append(b"$%d\r\n%s\r\n" % (len(reply), reply))
+                    size = len(reply)
+                    out.append(_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply))
                 elif kind is Raw:  # stream ranges, already encoded (the same in both protocols)
                     out.append(reply)
                 else:
