@@ -38,6 +38,7 @@ from .stream_args import (
     parse_interval_start,
     parse_timeout,
     streams_keys,
+    streams_reply,
     subcommand_syntax_error,
 )
 from .streams import wire_entries
@@ -441,12 +442,6 @@ def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, co
     return reply
 
 
-def _streams_reply(ctx, served: list) -> list | Map:
-    if ctx.resp == 3:
-        return Map(served)
-    return [[key, entries] for key, entries in served]
-
-
 @command(
     "xreadgroup", -7, "write blocking", keys=streams_keys, group="stream",
     summary="Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.",
@@ -459,7 +454,7 @@ def xreadgroup(ctx, argv):
     effects: list = []
     if request.timeout is None or any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved):
         served = _read_group(ctx, request, resolved, effects)
-        return (_streams_reply(ctx, served) if served else NULL_ARRAY), effects
+        return (streams_reply(ctx, served) if served else NULL_ARRAY), effects
     # Nothing to serve: the consumers are created/seen now, then the client waits.
     now = ctx.server.now
     for key, _stream, group, _start in resolved:
@@ -474,7 +469,7 @@ def xreadgroup(ctx, argv):
             return None
         retry_effects: list = []
         served = _read_group(ctx, request, again, retry_effects)
-        return _streams_reply(ctx, served), retry_effects
+        return streams_reply(ctx, served), retry_effects
 
     block = Block(list(request.keys), request.timeout, attempt, NULL_ARRAY)
     block.effects = effects

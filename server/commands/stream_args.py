@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from protocol.encoder import encode3
 from protocol.errors import ReplyError
+from protocol.reply import Map, Raw
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, U64_MAX, parse_id, parse_strict_id
 
@@ -33,6 +35,24 @@ def streams_keys(argv: list[bytes]) -> list[int]:
             first = index + 1
             return list(range(first, first + (len(argv) - first) // 2))
     return []
+
+
+def streams_reply(ctx, served: list) -> list | Map | Raw:
+    """XREAD/XREADGROUP's reply: one [key, entries] per stream served, a map in RESP3.
+
+    A key named twice is served twice and appears twice, in RESP3 as well
+    (Redis writes the map's pairs as it serves them, repeats included); a
+    dict cannot hold a repeated key, so that rare map is encoded here.
+    """
+    if ctx.resp != 3:
+        return [[key, entries] for key, entries in served]
+    if len({key for key, _ in served}) == len(served):
+        return Map(served)
+    out = [b"%%%d\r\n" % len(served)]
+    for key, entries in served:
+        encode3(key, out)
+        encode3(entries, out)
+    return Raw(b"".join(out))
 
 
 def parse_timeout(arg: bytes, now: int) -> int:

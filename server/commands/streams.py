@@ -29,6 +29,7 @@ from .stream_args import (
     parse_interval_start,
     parse_timeout,
     streams_keys,
+    streams_reply,
     subcommand_syntax_error,
 )
 
@@ -396,9 +397,7 @@ def _read(ctx, keys: list[bytes], after: list[int], count: int):
             found.append((key, entries_reply(value.range(gt + 1, MAX_ID, count or None))))
     if not found:
         return None
-    if ctx.resp == 3:
-        return Map(found)
-    return [[key, entries] for key, entries in found]
+    return streams_reply(ctx, found)
 
 
 @command(

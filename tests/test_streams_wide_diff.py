@@ -1,0 +1,371 @@
+"""Streams and consumer groups together, differentially, over RESP2 and RESP3 on raw connections.
+
+The other differential modules drive redis-py over RESP2. This one sends one
+mixed workload (writes, trims, XSETID and its errors, groups, claims, XINFO,
+wrong types, missing keys) to Redis (the oracle) and to Millrace on raw
+sockets, after `HELLO 2` or `HELLO 3`, and compares the parsed replies: maps,
+arrays, doubles, nulls and error texts as they came off the wire.
+
+What differs legitimately is masked, as in tests/test_groups_differential.py
+(whose docstring gives the 7.0-versus-newest-Redis reasons): times (idle,
+delivery, seen and active times, `inactive`); a group's lag and entries-read
+once its stream has had a deletion; consumers that own nothing (7.2+ create a
+consumer on every XREADGROUP/XCLAIM/XAUTOCLAIM attempt); XREAD's `+` ID
+(7.4+) is never sent, and ENTRIESREAD is only given its true value.
+
+Not sent either: an XSETID whose ID is below the stream's max-deleted-entry-id.
+Redis 7.2+ (redis/redis#11444) refuse it with "smaller than current
+max_deleted_entry_id" before any other check; 7.0 accepts it or gives the
+top-item error. tests/test_streams.py pins the newest behaviour.
+"""
+
+from __future__ import annotations
+
+import random
+
+import hiredis
+import pytest
+
+from tests.rawclient import RawConn, encode_command
+
+KEYS = ["s1", "s2", "s3"]
+GROUPS = ["g1", "g2"]
+CONSUMERS = ["alice", "bob"]
+FAR = 10**12  # a min-idle no entry reaches
+TIME_FIELDS = {b"idle", b"inactive", b"seen-time", b"active-time"}
+
+
+class Workload:
+    def __init__(self, seed: int) -> None:
+        self.rnd = random.Random(seed)
+        self.ms = dict.fromkeys(KEYS, 1)
+        self.deleted: set[str] = set()  # keys with a deletion since they were last created
+        self.used: dict[str, list[str]] = {key: ["1-0"] for key in KEYS}  # IDs given to XADD (`ms-*` as ms-0)
+
+    def some_id(self, key: str) -> str:
+        """Mostly an ID that was added (so XACK, XCLAIM, XDEL find something), sometimes any."""
+        rnd = self.rnd
+        if rnd.random() < 0.6:
+            return rnd.choice(self.used[key][-30:])
+        ms = rnd.randint(0, self.ms[key] + 1)
+        return str(ms) if rnd.random() < 0.2 else f"{ms}-{rnd.randint(0, 2)}"
+
+    def new_id(self, key: str) -> str:
+        rnd = self.rnd
+        roll = rnd.random()
+        if roll < 0.05:
+            return self.some_id(key)  # usually not greater than the top entry
+        self.ms[key] += rnd.choice([0, 1, 1, 2, 7])
+        new = f"{self.ms[key]}-*" if roll < 0.4 else f"{self.ms[key]}-{rnd.randint(0, 3)}"
+        self.used[key].append(new.replace("*", "0"))
+        return new
+
+    def trim(self, key: str) -> list[str]:
+        rnd = self.rnd
+        if rnd.random() < 0.6:
+            args = ["MAXLEN"]
+            threshold = str(rnd.choice([0, 1, 3, 5, 10, 30]))
+        else:
+            args = ["MINID"]
+            threshold = self.some_id(key) if rnd.random() < 0.8 else rnd.choice(["0", "-"])
+        mode = rnd.choice(["", "=", "~"])
+        if mode:
+            args.append(mode)
+        args.append(threshold)
+        if rnd.random() < 0.25:
+            args += ["LIMIT", str(rnd.choice([0, 1, 2, 100]))]
+        return args
+
+    def command(self) -> list[str]:
+        rnd = self.rnd
+        key = rnd.choice(KEYS)
+        group = rnd.choice(GROUPS)
+        consumer = rnd.choice(CONSUMERS)
+        roll = rnd.random()
+        if roll < 0.25:
+            args = ["XADD", key]
+            if rnd.random() < 0.08:
+                args.append("NOMKSTREAM")
+            if rnd.random() < 0.15:
+                args += self.trim(key)
+                self.deleted.add(key)
+            args.append(self.new_id(key))
+            for _ in range(rnd.choice([1, 1, 2])):
+                args += [rnd.choice(["f", "g", "1"]), rnd.choice(["v", "", "12", "-3", "1.5", "x" * 70])]
+            return args
+        if roll < 0.28:
+            self.deleted.add(key)
+            return ["XTRIM", key, *self.trim(key)]
+        if roll < 0.33:
+            self.deleted.add(key)
+            return ["XDEL", key, *[self.some_id(key) for _ in range(rnd.randint(1, 3))]]
+        if roll < 0.36:
+            if rnd.random() < 0.7:
+                self.ms[key] += rnd.randint(0, 2)
+                last = f"{self.ms[key]}-{rnd.randint(0, 3)}"
+            else:
+                last = self.some_id(key)
+            args = ["XSETID", key, last]
+            if rnd.random() < 0.4:
+                args += ["ENTRIESADDED", str(rnd.choice([0, 1, 5, 40, 1000]))]
+            if rnd.random() < 0.4:
+                args += ["MAXDELETEDID", rnd.choice([self.some_id(key), last, "0-0"])]
+                self.deleted.add(key)
+            return args
+        if roll < 0.43:
+            bounds = ["-", "+", self.some_id(key), "(" + self.some_id(key)]
+            args = [rnd.choice(["XRANGE", "XREVRANGE"]), key, rnd.choice(bounds), rnd.choice(bounds)]
+            if rnd.random() < 0.5:
+                args += ["COUNT", str(rnd.choice([-1, 0, 1, 2, 5]))]
+            return args
+        if roll < 0.47:
+            keys = rnd.sample(KEYS, rnd.randint(1, 3)) if rnd.random() < 0.8 else rnd.choices(KEYS, k=2)  # repeats too
+            args = ["XREAD"]
+            if rnd.random() < 0.5:
+                args += ["COUNT", str(rnd.choice([0, 1, 2]))]
+            return [*args, "STREAMS", *keys, *[rnd.choice(["$", "0", "0-0", self.some_id(k)]) for k in keys]]
+        if roll < 0.50:
+            if rnd.random() < 0.3:
+                return ["DEL", key] if rnd.random() < 0.7 else ["DEL", *KEYS[:2]]
+            return rnd.choice([["XLEN", key], ["TYPE", key], ["EXISTS", *rnd.sample([*KEYS, "str"], 2)]])
+        if roll < 0.53:
+            return self.wrong_type()
+        if roll < 0.58:
+            start = rnd.choice(["0", "$", "-", self.some_id(key)])
+            extra = rnd.choice([[], ["MKSTREAM"], ["ENTRIESREAD", "-1"]])
+            return ["XGROUP", "CREATE", key, group, start, *extra]
+        if roll < 0.60:
+            return ["XGROUP", "SETID", key, group, rnd.choice(["0", "$", self.some_id(key)])]
+        if roll < 0.61:
+            return ["XGROUP", "DESTROY", key, group]
+        if roll < 0.63:
+            return ["XGROUP", rnd.choice(["CREATECONSUMER", "DELCONSUMER"]), key, group, consumer]
+        if roll < 0.73:
+            options = []
+            if rnd.random() < 0.6:
+                options += ["COUNT", str(rnd.randint(0, 3))]
+            if rnd.random() < 0.15:
+                options.append("NOACK")
+            keys = [key] if rnd.random() < 0.8 else rnd.choices(KEYS, k=2)
+            ids = [">" if rnd.random() < 0.7 else rnd.choice(["0", self.some_id(k)]) for k in keys]
+            return ["XREADGROUP", "GROUP", group, consumer, *options, "STREAMS", *keys, *ids]
+        if roll < 0.77:
+            return ["XACK", key, group, *[self.some_id(key) for _ in range(rnd.randint(1, 3))]]
+        if roll < 0.82:
+            options = []
+            if rnd.random() < 0.15:
+                options += ["IDLE", str(rnd.randint(0, 3000))]
+            elif rnd.random() < 0.15:
+                options += ["TIME", str(rnd.choice([0, 1000]))]
+            if rnd.random() < 0.3:
+                options += ["RETRYCOUNT", str(rnd.randint(0, 5))]
+            for flag in ("FORCE", "JUSTID"):
+                if rnd.random() < 0.3:
+                    options.append(flag)
+            if rnd.random() < 0.1:
+                options += ["LASTID", self.some_id(key)]
+            ids = [self.some_id(key) for _ in range(rnd.randint(1, 3))]
+            return ["XCLAIM", key, group, consumer, str(rnd.choice([0, 0, FAR])), *ids, *options]
+        if roll < 0.86:
+            options = ["COUNT", str(rnd.randint(1, 3))] if rnd.random() < 0.6 else []
+            if rnd.random() < 0.3:
+                options.append("JUSTID")
+            start = rnd.choice(["0", "-", "(" + self.some_id(key), self.some_id(key)])
+            return ["XAUTOCLAIM", key, group, consumer, str(rnd.choice([0, FAR])), start, *options]
+        if roll < 0.90:
+            bounds = ["-", "+", self.some_id(key), "(" + self.some_id(key)]
+            tail = rnd.choice(
+                [
+                    [],
+                    [rnd.choice(bounds), rnd.choice(bounds), str(rnd.randint(0, 5))],
+                    [rnd.choice(bounds), rnd.choice(bounds), str(rnd.randint(1, 5)), consumer],
+                    ["IDLE", str(rnd.choice([0, FAR])), "-", "+", "10"],
+                    ["IDLE", "0", "-", "+", "10", consumer],
+                ]
+            )
+            return ["XPENDING", key, group, *tail]
+        if roll < 0.995:
+            return rnd.choice(
+                [
+                    ["XINFO", "STREAM", key],
+                    ["XINFO", "STREAM", key, "FULL"],
+                    ["XINFO", "STREAM", key, "FULL", "COUNT", str(rnd.choice([0, 1, 2]))],
+                    ["XINFO", "GROUPS", key],
+                    ["XINFO", "CONSUMERS", key, group],
+                ]
+            )
+        return ["SET", "str", "x"]
+
+    def wrong_type(self) -> list[str]:
+        return self.rnd.choice(
+            [
+                ["XADD", "str", "1-1", "f", "v"],
+                ["XRANGE", "str", "-", "+"],
+                ["XLEN", "str"],
+                ["XDEL", "str", "1-1"],
+                ["XTRIM", "str", "MAXLEN", "0"],
+                ["XSETID", "str", "1-1"],
+                ["XREAD", "STREAMS", "s1", "str", "0", "0"],
+                ["XINFO", "STREAM", "str"],
+                ["XGROUP", "CREATE", "str", "g1", "0"],
+                ["XREADGROUP", "GROUP", "g1", "alice", "STREAMS", "str", ">"],
+                ["XPENDING", "str", "g1"],
+                ["XSETID", "nokey", "1-1"],
+                ["XTRIM", "nokey", "MAXLEN", "0"],
+                ["XDEL", "nokey", "1-1"],
+                ["XINFO", "STREAM", "nokey"],
+            ]
+        )
+
+
+def id_pair(text: bytes | str) -> tuple[int, int]:
+    ms, _, seq = (text.decode() if isinstance(text, bytes) else text).partition("-")
+    return int(ms), int(seq or 0)
+
+
+def below_max_deleted(oracle: RawConn, argv: list[str]) -> bool:
+    """An XSETID that only Redis 7.2+ refuses (see the module docstring)."""
+    if argv[0] != "XSETID" or argv[1] not in KEYS:
+        return False
+    info = oracle.call("XINFO", "STREAM", argv[1])
+    if isinstance(info, hiredis.ReplyError):
+        return False
+    return id_pair(argv[2]) < id_pair(fields(info)[b"max-deleted-entry-id"])
+
+
+def call_wire(conn: RawConn, argv: list[str]) -> tuple[bytes, object]:
+    """One command's reply: the bytes as sent (nothing else is in flight) and parsed, errors as text."""
+    conn.send(encode_command(*argv))
+    wire = b""
+    while True:
+        data = conn.sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed by server")
+        wire += data
+        conn.reader.feed(data)
+        reply = conn.reader.gets()
+        if reply is not Ellipsis:
+            return wire, ("error", str(reply)) if isinstance(reply, hiredis.ReplyError) else reply
+
+
+def call(conn: RawConn, argv: list[str]):
+    return call_wire(conn, argv)[1]
+
+
+def masked(argv: list[str]) -> bool:
+    """Replies that hold times or 7.0-versus-newest fields: compared parsed and masked, the rest byte for byte."""
+    name = " ".join(argv[:2]).upper()
+    return name.startswith("XINFO") or name == "XGROUP CREATECONSUMER" or (argv[0] == "XPENDING" and len(argv) > 3)
+
+
+def fields(reply) -> dict:
+    """A map reply as a dict: RESP3 sends a map, RESP2 a flat array."""
+    return reply if isinstance(reply, dict) else dict(zip(reply[0::2], reply[1::2], strict=True))
+
+
+def like(original, mapping: dict):
+    return mapping if isinstance(original, dict) else [x for pair in mapping.items() for x in pair]
+
+
+def group_info(group, masked_counters: bool):
+    info = {k: v for k, v in fields(group).items() if k != b"consumers" or not isinstance(v, int)}
+    if masked_counters:
+        info.pop(b"lag", None)
+        info.pop(b"entries-read", None)
+    return info
+
+
+def mask(argv: list[str], reply, deleted: bool):
+    """Drop what legitimately differs (see the module docstring); keep the reply's shape (map or array)."""
+    if isinstance(reply, tuple):
+        return reply
+    name = argv[0].upper()
+    sub = argv[1].upper() if len(argv) > 1 else ""
+    if name == "XGROUP" and sub == "CREATECONSUMER" and reply in (0, 1):
+        return "0 or 1"
+    if name == "XPENDING" and len(argv) > 3:
+        return [[e[0], e[1], e[3]] for e in reply]
+    if name == "XINFO" and sub == "CONSUMERS":
+        return [like(c, {k: v for k, v in fields(c).items() if k not in TIME_FIELDS}) for c in reply if fields(c)[b"pending"]]
+    if name == "XINFO" and sub == "GROUPS":
+        return [like(g, group_info(g, deleted)) for g in reply]
+    if name == "XINFO" and sub == "STREAM" and reply is not None:
+        info = fields(reply)
+        if b"groups" in info and isinstance(info[b"groups"], list):
+            groups = []
+            for g in info[b"groups"]:
+                masked = group_info(g, deleted)
+                masked[b"pending"] = [[e[0], e[1], e[3]] for e in masked[b"pending"]]
+                consumers = []
+                for c in g[b"consumers"] if isinstance(g, dict) else fields(g)[b"consumers"]:
+                    cf = {k: v for k, v in fields(c).items() if k not in TIME_FIELDS}
+                    if cf[b"pel-count"]:
+                        cf[b"pending"] = [[e[0], e[2]] for e in cf[b"pending"]]
+                        consumers.append(like(c, cf))
+                masked[b"consumers"] = consumers
+                groups.append(like(g, masked))
+            info = {**info, b"groups": groups}
+        return like(reply, info)
+    return reply
+
+
+def run_workload(millrace_port: int, oracle_port: int, seed: int, steps: int, protocol: int) -> None:
+    ours, theirs = RawConn(millrace_port), RawConn(oracle_port)
+    try:
+        for conn in (ours, theirs):
+            conn.call("HELLO", str(protocol))
+            assert conn.call("FLUSHALL") in (b"OK", "OK")
+        workload = Workload(seed)
+        history: list[list[str]] = []
+        for _ in range(steps):
+            argv = workload.command()
+            if below_max_deleted(theirs, argv):
+                continue
+            history.append(argv)
+            deleted = any(k in workload.deleted for k in argv[1:4])
+            (expected_wire, expected), (got_wire, got) = call_wire(theirs, argv), call_wire(ours, argv)
+            if argv[0] == "DEL":
+                workload.deleted.difference_update(argv[1:])
+            if masked(argv) and not isinstance(expected, tuple):
+                differ = mask(argv, got, deleted) != mask(argv, expected, deleted)
+            else:
+                differ, expected, got = got_wire != expected_wire, expected_wire, got_wire
+            if differ:
+                tail = "\n".join(" ".join(a) for a in history[-15:])
+                pytest.fail(f"{argv}\nredis:    {expected}\nmillrace: {got}\nlast commands:\n{tail}")
+    finally:
+        ours.close()
+        theirs.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_mixed_workload_matches_redis(server, oracle_server, seed, protocol):
+    run_workload(server.port, oracle_server.port, seed, 600, protocol)
+
+
+@pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
+def test_a_key_named_twice_is_answered_twice(server, oracle_server, protocol):
+    """XREAD/XREADGROUP serve each named stream in turn, repeats included; RESP3's map repeats the key too."""
+    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
+    commands = [
+        ["XADD", "s", "1-1", "a", "1"],
+        ["XADD", "s", "1-2", "b", "2"],
+        ["XADD", "s", "1-3", "c", "3"],
+        ["XADD", "t", "1-1", "d", "4"],
+        ["XREAD", "STREAMS", "s", "s", "0", "1-1"],
+        ["XREAD", "COUNT", "1", "STREAMS", "s", "t", "s", "0", "0", "1-2"],
+        ["XGROUP", "CREATE", "s", "g", "0"],
+        ["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "s", "s", ">", ">"],
+        ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "s", "0", ">"],
+        ["XPENDING", "s", "g"],
+    ]
+    try:
+        for conn in (ours, theirs):
+            conn.call("HELLO", str(protocol))
+            conn.call("FLUSHALL")
+        for argv in commands:
+            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
+    finally:
+        ours.close()
+        theirs.close()
