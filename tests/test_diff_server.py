@@ -130,6 +130,8 @@ SEQUENCES = {
         ("CLIENT", "PAUSE", "-1"),
         ("CLIENT", "PAUSE", "10", "FOO"),
         ("CLIENT", "PAUSE"),
+        ("CLIENT", "PAUSE", "0", "ALL", "x"),
+        ("CLIENT", "PAUSE", "x", "ALL", "x"),
         ("CLIENT", "UNPAUSE", "x"),
         ("CLIENT", "UNPAUSE"),
     ],

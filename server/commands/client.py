@@ -276,8 +276,9 @@ def client_unblock(ctx, argv):
 @command("client|pause", -3, "admin noscript loading stale", group="connection", summary="Suspends commands processing.", since="3.0.0")
 def client_pause(ctx, argv):
     """CLIENT PAUSE timeout [WRITE|ALL]"""
-    if len(argv) > 4:
-        raise ReplyError(SYNTAX)
+    if len(argv) > 4:  # Redis matches PAUSE on 3 or 4 arguments only, then falls to its subcommand error
+        name = argv[1].decode(errors="replace")[:128]
+        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try CLIENT HELP.")
     write_only = False
     if len(argv) == 4:
         mode = argv[3].lower()
@@ -289,7 +290,10 @@ def client_pause(ctx, argv):
     if timeout < 0:
         raise ReplyError("ERR timeout is negative")
     server = ctx.server
-    pause(server, write_only, server.clock() + timeout)
+    now = server.clock()
+    if timeout > (1 << 63) - 1 - now:  # Redis 7.2+ (getTimeoutFromObjectOrReply): the deadline would overflow
+        raise ReplyError("ERR timeout is out of range")
+    pause(server, write_only, now + timeout)
     return OK
 
 
