@@ -313,3 +313,49 @@ def test_resp3_reply_types(server, oracle_server):
         ours, theirs = probe(server.port, script), probe(oracle_server.port, script)
         skip = len(ours[0].split(b"modules\r\n*0\r\n", 1)[0])  # HELLO differs in version and id
         assert ours[0][skip:] == theirs[0][len(theirs[0].split(b"modules\r\n*0\r\n", 1)[0]) :], command
+
+
+# Arity of COMMAND GETKEYS/GETKEYSANDFLAGS: -4 in 7.0, -3 since (redis.io command-getkeys: "arity: -3",
+# syntax "COMMAND GETKEYS command [arg [arg ...]]"); Millrace follows the newest.
+ARITY_CHANGED_SINCE_70 = {"command|getkeys", "command|getkeysandflags"}
+# Not ours to change here (server/commands/groups.py): redis.io xgroup-createconsumer says arity 5, Millrace has -5.
+KNOWN_ARITY_GAPS = {"xgroup|createconsumer"}
+
+
+def _command_info_pairs(pair):
+    ours, theirs = pair
+    theirs_names = {name.decode() for name in theirs.call("COMMAND", "LIST")}
+    for name in sorted(n.decode() for n in ours.call("COMMAND", "LIST")):
+        if name in theirs_names:
+            (got,), (want,) = ours.call("COMMAND", "INFO", name), theirs.call("COMMAND", "INFO", name)
+            yield name, got, want
+
+
+def test_command_info_matches_for_every_shared_command(pair):
+    """Name, arity, flags, legacy key positions, ACL categories, tips and key specs (flags, notes,
+    keyword searches, one spec per key role as in RENAME and COPY) of every command both servers have."""
+    for name, got, want in _command_info_pairs(pair):
+        if name in ARITY_CHANGED_SINCE_70 | KNOWN_ARITY_GAPS:
+            got, want = got[:1] + got[2:], want[:1] + want[2:]
+        assert got[:9] == want[:9], name
+
+
+@pytest.mark.xfail(strict=True, reason="XGROUP CREATECONSUMER is declared -5 (Redis: 5), in the stream helper's groups.py")
+def test_command_info_arity_of_xgroup_createconsumer(pair):
+    (got,), (want,) = pair[0].call("COMMAND", "INFO", "xgroup|createconsumer"), pair[1].call("COMMAND", "INFO", "xgroup|createconsumer")
+    assert got[1] == want[1]
+
+
+def test_command_getkeys_and_flags(pair):
+    for args in [
+        ("set", "a", "b"), ("set", "a", "b", "GeT"), ("set", "get", "b"), ("set", "a", "b", "EX", "1", "get"),
+        ("rename", "a", "b"), ("renamenx", "a", "b"), ("copy", "a", "b", "DB", "1"), ("del", "a", "b"),
+        ("unlink", "a"), ("mset", "a", "1", "b", "2"), ("msetnx", "a", "1"), ("getex", "a"), ("getdel", "a"),
+        ("incr", "a"), ("exists", "a", "b"), ("append", "a", "x"), ("setnx", "a", "x"), ("memory", "usage", "a"),
+        ("object", "encoding", "a"), ("xread", "streams", "a", "b", "0", "0"), ("xadd", "s", "*", "f", "v"),
+        ("xreadgroup", "group", "g", "c", "streams", "a", "0"), ("xgroup", "create", "s", "g", "$"),
+        ("echo", "a", "b"), ("time", "x"), ("client", "id", "x"), ("lcs", "a"),
+        ("xread", "count", "1", "a", "b"), ("get", "a", "b"), ("nosuch", "a"),
+    ]:  # fmt: skip
+        same(pair, "COMMAND", "GETKEYSANDFLAGS", *args)
+        same(pair, "COMMAND", "GETKEYS", *args)

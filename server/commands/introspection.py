@@ -95,36 +95,112 @@ def legacy_keys(cmd: Command) -> tuple[int, int, int]:
     return cmd.keys
 
 
-def key_flags(cmd: Command) -> list[str]:
-    if "write" in cmd.flags:
-        return ["RW", "update"]
-    return ["RO", "access"]
+# Key specs as Redis's src/commands/*.json declare them, where they differ from the default
+# (one range from the legacy positions, RW+update for writes, RO+access for reads):
+# (flags, begin_search, (lastkey, keystep, limit), notes); begin_search is an index or (keyword, startfrom).
+KeySpecRow = tuple[tuple[str, ...], "int | tuple[str, int]", tuple[int, int, int], "str | None"]
+_ONE = (0, 1, 0)
+_RW_ACCESS_UPDATE = ((("RW", "access", "update"), 1, _ONE, None),)
+_RO_ONE = ((("RO",), 1, _ONE, None),)
+_RO_ALL = ((("RO",), 1, (-1, 1, 0), None),)
+_RO_SUB = ((("RO",), 2, _ONE, None),)
+KEY_SPECS: dict[str, tuple[KeySpecRow, ...]] = {
+    "append": ((("RW", "insert"), 1, _ONE, None),),
+    "copy": ((("RO", "access"), 1, _ONE, None), (("OW", "update"), 2, _ONE, None)),
+    "rename": ((("RW", "access", "delete"), 1, _ONE, None), (("OW", "update"), 2, _ONE, None)),
+    "renamenx": ((("RW", "access", "delete"), 1, _ONE, None), (("OW", "insert"), 2, _ONE, None)),
+    "del": ((("RM", "delete"), 1, (-1, 1, 0), None),),
+    "unlink": ((("RM", "delete"), 1, (-1, 1, 0), None),),
+    "getdel": ((("RW", "access", "delete"), 1, _ONE, None),),
+    "getex": ((("RW", "access", "update"), 1, _ONE, "RW and UPDATE because it changes the TTL"),),
+    "set": ((("RW", "access", "update", "variable_flags"), 1, _ONE, "RW and ACCESS due to the optional `GET` argument"),),
+    "mset": ((("OW", "update"), 1, (-1, 2, 0), None),),
+    "msetnx": ((("OW", "insert"), 1, (-1, 2, 0), None),),
+    "setex": ((("OW", "update"), 1, _ONE, None),),
+    "psetex": ((("OW", "update"), 1, _ONE, None),),
+    "setnx": ((("OW", "insert"), 1, _ONE, None),),
+    "incr": _RW_ACCESS_UPDATE, "decr": _RW_ACCESS_UPDATE, "incrby": _RW_ACCESS_UPDATE, "decrby": _RW_ACCESS_UPDATE,
+    "incrbyfloat": _RW_ACCESS_UPDATE, "getset": _RW_ACCESS_UPDATE, "move": _RW_ACCESS_UPDATE,
+    "exists": _RO_ALL, "touch": _RO_ALL, "watch": _RO_ALL,
+    "strlen": _RO_ONE, "type": _RO_ONE, "xlen": _RO_ONE,
+    "memory|usage": _RO_SUB, "object|encoding": _RO_SUB, "object|freq": _RO_SUB, "object|idletime": _RO_SUB,
+    "object|refcount": _RO_SUB,
+    "xadd": ((("RW", "update"), 1, _ONE, "UPDATE instead of INSERT because of the optional trimming feature"),),
+    "xautoclaim": ((("RW", "delete"), 1, _ONE, None),),
+    "xdel": ((("RW", "delete"), 1, _ONE, None),),
+    "xtrim": ((("RW", "delete"), 1, _ONE, None),),
+    "xgroup|create": ((("RW", "insert"), 2, _ONE, None),),
+    "xgroup|createconsumer": ((("RW", "insert"), 2, _ONE, None),),
+    "xgroup|delconsumer": ((("RW", "delete"), 2, _ONE, None),),
+    "xgroup|destroy": ((("RW", "delete"), 2, _ONE, None),),
+    "xread": ((("RO", "access"), ("STREAMS", 1), (-1, 1, 2), None),),
+    "xreadgroup": ((("RO", "access"), ("STREAMS", 4), (-1, 1, 2), None),),
+}  # fmt: skip
+
+# Command tips (request/response policies for cluster clients, nondeterministic output), as in Redis's JSON.
+_NONDET = ("nondeterministic_output",)
+_ORDER = ("nondeterministic_output_order",)
+_ALL_SHARDS_OK = ("request_policy:all_shards", "response_policy:all_succeeded")
+_MULTI_SUM = ("request_policy:multi_shard", "response_policy:agg_sum")
+TIPS: dict[str, tuple[str, ...]] = {
+    "client|info": _NONDET, "client|list": _NONDET, "lastsave": _NONDET, "pttl": _NONDET, "ttl": _NONDET,
+    "time": _NONDET, "xadd": _NONDET, "xautoclaim": _NONDET, "xclaim": _NONDET, "xinfo|consumers": _NONDET,
+    "xpending": _NONDET, "xtrim": _NONDET, "object|encoding": _NONDET, "object|freq": _NONDET,
+    "object|idletime": _NONDET, "object|refcount": _NONDET,
+    "command": _ORDER, "command|docs": _ORDER, "command|info": _ORDER, "command|list": _ORDER, "function|list": _ORDER,
+    "config|set": ("request_policy:all_nodes", "response_policy:all_succeeded"),
+    "dbsize": ("request_policy:all_shards", "response_policy:agg_sum"),
+    "flushall": _ALL_SHARDS_OK, "flushdb": _ALL_SHARDS_OK, "function|flush": _ALL_SHARDS_OK, "ping": _ALL_SHARDS_OK,
+    "function|stats": ("nondeterministic_output", "request_policy:all_shards", "response_policy:special"),
+    "info": ("nondeterministic_output", "request_policy:all_shards", "response_policy:special"),
+    "keys": ("request_policy:all_shards", "nondeterministic_output_order"),
+    "randomkey": ("request_policy:all_shards", "nondeterministic_output"),
+    "scan": ("nondeterministic_output", "request_policy:special"),
+    "del": _MULTI_SUM, "exists": _MULTI_SUM, "touch": _MULTI_SUM, "unlink": _MULTI_SUM,
+    "mget": ("request_policy:multi_shard",),
+    "mset": ("request_policy:multi_shard", "response_policy:all_succeeded"),
+    "msetnx": ("request_policy:multi_shard", "response_policy:agg_min"),
+    "slowlog|get": ("request_policy:all_nodes", "nondeterministic_output"),
+    "slowlog|len": ("request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"),
+    "slowlog|reset": ("request_policy:all_nodes", "response_policy:all_succeeded"),
+}  # fmt: skip
+
+
+def key_spec_rows(cmd: Command) -> tuple[KeySpecRow, ...]:
+    rows = KEY_SPECS.get(cmd.name)
+    if rows is not None:
+        return rows
+    flags = ("RW", "update") if "write" in cmd.flags else ("RO", "access")
+    first, last, step = cmd.keys
+    if first == 0:
+        return ()
+    return ((flags, first, (last - first if last >= 0 else last, step, 0), None),)
+
+
+def key_flags(cmd: Command, argv: list[bytes], nth: int) -> tuple[str, ...]:
+    """The flags of the nth key COMMAND GETKEYSANDFLAGS found in argv (the command and its arguments)."""
+    if cmd.name == "set":  # variable flags: Redis's setGetKeys looks for GET
+        if any(arg.lower() == b"get" for arg in argv[3:]):
+            return ("RW", "access", "update")
+        return ("OW", "update")
+    rows = key_spec_rows(cmd)
+    return rows[min(nth, len(rows) - 1)][0]
+
+
+def _key_spec(row: KeySpecRow) -> Map:
+    flags, begin, (lastkey, keystep, limit), notes = row
+    spec = Map({b"notes": notes.encode()}) if notes is not None else Map()
+    spec[b"flags"] = Set([Simple(f.encode()) for f in flags])
+    if isinstance(begin, int):
+        spec[b"begin_search"] = Map({b"type": b"index", b"spec": Map({b"index": begin})})
+    else:
+        spec[b"begin_search"] = Map({b"type": b"keyword", b"spec": Map({b"keyword": begin[0].encode(), b"startfrom": begin[1]})})
+    spec[b"find_keys"] = Map({b"type": b"range", b"spec": Map({b"lastkey": lastkey, b"keystep": keystep, b"limit": limit})})
+    return spec
 
 
 def key_specs(cmd: Command) -> list:
-    first, last, step = cmd.keys
-    if cmd.keys_fn is not None:
-        return [
-            Map(
-                {
-                    b"flags": Set([Simple(f.encode()) for f in key_flags(cmd)]),
-                    b"begin_search": Map({b"type": b"unknown", b"spec": Map()}),
-                    b"find_keys": Map({b"type": b"unknown", b"spec": Map()}),
-                }
-            )
-        ]
-    if first == 0:
-        return []
-    lastkey = last - first if last >= 0 else last
-    return [
-        Map(
-            {
-                b"flags": Set([Simple(f.encode()) for f in key_flags(cmd)]),
-                b"begin_search": Map({b"type": b"index", b"spec": Map({b"index": first})}),
-                b"find_keys": Map({b"type": b"range", b"spec": Map({b"lastkey": lastkey, b"keystep": step, b"limit": 0})}),
-            }
-        )
-    ]
+    return [_key_spec(row) for row in key_spec_rows(cmd)]
 
 
 def command_info(cmd: Command) -> list:
@@ -138,7 +214,7 @@ def command_info(cmd: Command) -> list:
         last,
         step,
         Set([Simple(b"@" + c.encode()) for c in acl_categories(cmd)]),
-        Set([]),
+        Set([t.encode() for t in TIPS.get(cmd.name, ())]),
         Set(key_specs(cmd)),
         Set([command_info(sub) for sub in cmd.subcommands.values()]),
     ]
@@ -235,12 +311,14 @@ def _keys_for(argv: list[bytes]) -> tuple[Command, list[int]]:
         cmd = cmd.subcommands.get(target[1].lower())
     if cmd is None:
         raise ReplyError("ERR Invalid command specified")
+    if cmd.keys_fn is None and cmd.keys[0] == 0:  # Redis asks this before it checks the arity
+        raise ReplyError("ERR The command has no key arguments")
     arity = cmd.arity
     if (arity > 0 and len(target) != arity) or len(target) < -arity:
         raise ReplyError("ERR Invalid number of arguments specified for command")
     positions = cmd.key_positions(target)
-    if not positions:
-        raise ReplyError("ERR The command has no key arguments")
+    if not positions and not {"no-mandatory-keys", "no_mandatory_keys"} & cmd.flags:
+        raise ReplyError("ERR Invalid arguments specified for command")  # e.g. XREAD without STREAMS
     return cmd, positions
 
 
@@ -255,8 +333,8 @@ def command_getkeys(ctx, argv):
 def command_getkeysandflags(ctx, argv):
     """COMMAND GETKEYSANDFLAGS command [arg [arg ...]]"""
     cmd, positions = _keys_for(argv)
-    flags = Set([Simple(f.encode()) for f in key_flags(cmd)])
-    return [[argv[2 + i], flags] for i in positions]
+    target = argv[2:]
+    return [[target[i], Set([Simple(f.encode()) for f in key_flags(cmd, target, n)])] for n, i in enumerate(positions)]
 
 
 COMMAND_HELP = [
