@@ -294,7 +294,7 @@ def test_command_docs_and_list(server):
 def test_command_getkeys(server):
     conn = RawConn(server.port)
     assert conn.call("COMMAND", "GETKEYS", "SET", "k", "v") == [b"k"]
-    assert conn.call("COMMAND", "GETKEYSANDFLAGS", "SET", "k", "v") == [[b"k", [b"RW", b"update"]]]
+    assert conn.call("COMMAND", "GETKEYSANDFLAGS", "SET", "k", "v") == [[b"k", [b"OW", b"update"]]]  # RW+access with GET
     assert conn.call("COMMAND", "GETKEYS", "DEL", "a", "b", "c") == [b"a", b"b", b"c"]
     assert str(conn.call("COMMAND", "GETKEYS", "nosuch")) == "ERR Invalid command specified"
     assert str(conn.call("COMMAND", "GETKEYS", "get")) == "ERR Invalid number of arguments specified for command"
