@@ -280,9 +280,30 @@ def parse_memory(text: str) -> int | None:
     return int(digits) * _UNITS[unit]
 
 
+# notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, K, E, m).
+_NOTIFY_CLASSES = "g$lshzxetdn"
+_NOTIFY_ALL = frozenset("g$lshzxetd")
+
+
+def parse_notify_keyspace_events(raw: str) -> str:
+    """The flags as Redis prints them back (keyspaceEventsFlagsToString): "KEA" -> "AKE"."""
+    flags: set[str] = set()
+    for char in raw:
+        if char == "A":
+            flags |= _NOTIFY_ALL
+        elif char in _NOTIFY_CLASSES or char in "KEm":
+            flags.add(char)
+        else:
+            raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+    text = "A" if _NOTIFY_ALL <= flags else "".join(c for c in _NOTIFY_CLASSES if c in flags)
+    return text + "".join(c for c in "KEm" if c in flags)
+
+
 def parse_value(param: Param, raw: str) -> object:
     """A raw string as the typed value of param; ConfigError with Redis's reason."""
     kind = param.kind
+    if param.name == "notify-keyspace-events":
+        return parse_notify_keyspace_events(raw)
     if kind == "bool":
         if raw.lower() not in ("yes", "no"):
             raise ConfigError("argument must be 'yes' or 'no'")

@@ -174,6 +174,18 @@ SEQUENCES = {
         ("CONFIG", "SET", "replica-read-only", "yes"),
         ("CONFIG", "GET", "slave-read-only"),
         ("CONFIG", "GET", "nosuchparam*"),
+        ("CONFIG", "GET", "HZ"),
+        ("CONFIG", "GET", "hz", "HZ"),
+        ("CONFIG", "GET", "HZ", "hz"),
+        ("CONFIG", "GET", "Hz", "h?"),
+        ("CONFIG", "GET", "MAXMEMORY-P*"),
+        ("CONFIG", "GET", "SLAVE-READ-ONLY"),
+        *[
+            step
+            for value in ["KEA", "An", "Ang", "g$lshzxetd", "g$lshzxet", "x", "Ex", "KEm", "nK", "AAK", "mEK$", "dn", "",
+                          "a", "K E", "Kz!", "KEA "]
+            for step in [("CONFIG", "SET", "notify-keyspace-events", value), ("CONFIG", "GET", "notify-keyspace-events")]
+        ],  # fmt: skip
         ("CONFIG", "REWRITE"),
         ("CONFIG", "RESETSTAT"),
     ],

@@ -87,9 +87,14 @@ def config_get(ctx, argv):
     """CONFIG GET parameter [parameter ...] -> map of every match."""
     config = ctx.server.config
     result: dict[bytes, bytes] = {}
+    seen: set[str] = set()  # canonical names: Redis's matches dict compares names without case
     for pattern in argv[2:]:
-        for name, value in config.get(pattern.decode(errors="replace")).items():
-            result.setdefault(name.encode(), value.encode())
+        text = pattern.decode(errors="replace")
+        exact = not any(c in text for c in "[*?")
+        for name, value in config.get(text).items():
+            if name not in seen:
+                seen.add(name)
+                result[pattern if exact else name.encode()] = value.encode()  # an exact name comes back as typed
     return Map(result)
 
 
