@@ -286,6 +286,12 @@ def test_client_info_flags(server):
     assert conn.call("CLIENT", "INFO") == b"QUEUED"
     (text,) = conn.call("EXEC")
     assert " flags=x " in text.decode() and " multi=1 " in text.decode()  # EXEC runs inside the MULTI state
+    assert " cmd=exec " in text.decode()  # Redis's lastcmd is EXEC while the queue runs (execCommand sets cmd only)
+    own_id = conn.call("CLIENT", "ID")
+    assert conn.call("MULTI") == b"OK" and conn.call("CLIENT", "LIST", "ID", own_id) == b"QUEUED"
+    (own,) = conn.call("EXEC")
+    assert " cmd=exec " in own.decode()
+    assert " cmd=client|info " in conn.call("CLIENT", "INFO").decode()
     assert conn.call("WATCH", "w1", "w2") == b"OK"
     info = conn.call("CLIENT", "INFO").decode()
     assert " flags=N " in info and " watch=2 " in info and " multi=-1 " in info

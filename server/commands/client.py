@@ -111,7 +111,8 @@ def client_setinfo(ctx, argv):
 
 @command("client|info", 2, "noscript loading stale", group="connection", summary="Returns information about the connection.", since="6.2.0")
 def client_info_cmd(ctx, argv):
-    return Verbatim((client_info(ctx, current="client|info") + "\n").encode("latin-1"))
+    current = "exec" if ctx.in_exec else "client|info"  # Redis's lastcmd stays EXEC while the queue runs
+    return Verbatim((client_info(ctx, current=current) + "\n").encode("latin-1"))
 
 
 @command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0")
@@ -134,7 +135,8 @@ def client_list(ctx, argv):
     else:
         raise ReplyError(SYNTAX)
     now = time.time()
-    lines = (client_info(c, now, "client|list" if c is ctx else None) + "\n" for c in chosen)
+    own = "exec" if ctx.in_exec else "client|list"
+    lines = (client_info(c, now, own if c is ctx else None) + "\n" for c in chosen)
     return Verbatim("".join(lines).encode("latin-1"))
 
 
