@@ -722,10 +722,15 @@ class Stream:
                 raise ReplyError("ERR The entries_added specified in XSETID is smaller than the target stream length")
         self.last_id = last_id
         if entries_added != -1:
+            lowered = entries_added < self.entries_added
             self.entries_added = entries_added
-            for group in self.groups.values():  # newest Redis: no group may have read more than was added
-                if group.entries_read > entries_added:
-                    group.entries_read = entries_added
+            # Newest Redis (redis#15489) clamps the groups' counters only when entries-added is
+            # lowered: an XSETID that repeats or raises it leaves a counter that reads pushed past
+            # it untouched, so XSETID's effect (which always states ENTRIESADDED) replays exactly.
+            if lowered:
+                for group in self.groups.values():
+                    if group.entries_read > entries_added:
+                        group.entries_read = entries_added
         if max_deleted_entry_id:
             self.max_deleted_entry_id = max_deleted_entry_id
 

@@ -22,6 +22,7 @@ from server.server import Server
 from storage.consumer_group import dump_groups, lag, load_groups
 from storage.stream import Stream
 from storage.stream_id import MAX_ID
+from tests.test_streams_wide_diff import Workload as WideWorkload
 
 KEYS = [b"s1", b"s2"]
 GROUPS = [b"g1", b"g2", b"g3"]
@@ -213,6 +214,37 @@ def test_groups_snapshot_round_trip(seed):
             if isinstance(value, Stream):
                 value.groups = load_groups(msgpack.unpackb(msgpack.packb(dump_groups(value.groups))))
     assert dump(work.server) == before
+
+
+def test_xsetid_effect_keeps_a_counter_past_entries_added():
+    """XSETID's effect always states ENTRIESADDED; replayed, it must not clamp a counter the source kept."""
+    work = Workload(0)
+    for i in range(1, 6):
+        work.run("XADD", "s", f"{i}-0", "f", i)
+    work.run("XGROUP", "CREATE", "s", "g", "0")
+    work.run("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">")
+    work.run("XDEL", "s", "1-0")
+    work.run("XSETID", "s", "5-0", "ENTRIESADDED", "4")
+    work.run("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")  # entries-read 5 > entries-added 4
+    work.run("XSETID", "s", "6-0")
+    work.run("XSETID", "s", "6-0", "ENTRIESADDED", "4")
+    assert work.server.keyspace[0].data[b"s"].groups[b"g"].entries_read == 5
+    assert dump(replay(work.batches, work.server.now)) == dump(work.server)
+
+
+@pytest.mark.parametrize("seed", [143, 288, 7])
+def test_mixed_workload_effects_replay_to_the_same_state(seed):
+    """tests/test_streams_wide_diff.py's workload (XSETID with MAXDELETEDID, repeated keys in reads,
+    NOACK, trims with LIMIT, wrong types) with the clock moving; replayed every 100 commands.
+    Seeds 143 and 288 once ended with a counter read past entries-added that XSETID's replay clamped."""
+    work = Workload(seed)
+    mixed = WideWorkload(seed)
+    rng = random.Random(seed)
+    for step in range(2400):
+        work.server.now += rng.choice([0, 0, 1, 7, 250, 5000])
+        work.run(*mixed.command())
+        if step % 100 == 99:
+            assert dump(replay(work.batches, work.server.now)) == dump(work.server), step
 
 
 def test_consumer_times_follow_redis_7_2():

@@ -449,6 +449,22 @@ def test_xsetid_lowering_entries_added_clamps_entries_read(x):
     assert (groups_info(x, "s")[b"g"][b"entries-read"], groups_info(x, "s")[b"g"][b"lag"]) == (3, 0)
 
 
+def test_xsetid_clamps_entries_read_only_when_it_lowers_entries_added(x):
+    """redis#15489: the clamp runs only when entries-added goes down. Reads can push a counter
+    past a lowered entries-added; an XSETID that repeats or raises it leaves that counter alone."""
+    fill(x, n=5)
+    x.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    x.execute_command("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">")
+    x.execute_command("XDEL", "s", "1-0")  # behind the group: no tombstone after its position
+    x.execute_command("XSETID", "s", "5-0", "ENTRIESADDED", "4")  # lowered 5 -> 4: 2 read, nothing to clamp
+    x.execute_command("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")  # counts on: 2 + 3
+    assert groups_info(x, "s")[b"g"][b"entries-read"] == 5
+    x.execute_command("XSETID", "s", "5-0", "ENTRIESADDED", "4")  # not lowered
+    assert groups_info(x, "s")[b"g"][b"entries-read"] == 5
+    x.execute_command("XSETID", "s", "6-0")
+    assert groups_info(x, "s")[b"g"][b"entries-read"] == 5
+
+
 def test_group_bookkeeping_does_not_touch_watched_keys(server, x, other):
     """As in Redis: reads, acks and claims by a group change no key WATCH can see; XADD does."""
     fill(x, n=3)
