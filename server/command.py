@@ -44,6 +44,7 @@ class Command:
     blocking: bool = False
     min_args: int = 0  # argc bounds the arity allows
     max_args: int = 0
+    loading_max_args: int = 0  # a longer argc taken from loading/replica clients only (effect-only options)
     # statistics for INFO commandstats
     calls: int = 0
     duration_ns: int = 0

@@ -107,7 +107,7 @@ class Server:
                 raise ReplyError(_unknown_command(argv))
             if cmd.subcommands:
                 cmd = cmd.resolve(argv)
-            if not cmd.min_args <= len(argv) <= cmd.max_args:
+            if not cmd.min_args <= len(argv) <= cmd.max_args and not (client.loading and len(argv) <= cmd.loading_max_args):
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")

@@ -369,3 +369,27 @@ def test_a_key_named_twice_is_answered_twice(server, oracle_server, protocol):
     finally:
         ours.close()
         theirs.close()
+
+
+def test_createconsumer_arity_is_redis_s_for_clients(server, oracle_server):
+    """XGROUP CREATECONSUMER takes exactly 5 arguments from clients, refused at queue time inside
+    MULTI too; only loading/replica clients may add Millrace's effect-only SEENTIME/ACTIVETIME."""
+    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
+    commands = [
+        ["XADD", "s", "1-1", "f", "v"],
+        ["XGROUP", "CREATE", "s", "g", "0"],
+        ["XGROUP", "CREATECONSUMER", "s", "g", "c", "SEENTIME", "1", "ACTIVETIME", "2"],
+        ["XGROUP", "CREATECONSUMER", "s", "g", "c", "x"],
+        ["MULTI"],
+        ["XGROUP", "CREATECONSUMER", "s", "g", "c", "SEENTIME", "1", "ACTIVETIME", "2"],
+        ["EXEC"],
+        ["COMMAND", "INFO", "xgroup|createconsumer"],
+    ]
+    try:
+        for conn in (ours, theirs):
+            conn.call("FLUSHALL")
+        for argv in commands:
+            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
+    finally:
+        ours.close()
+        theirs.close()

@@ -29,7 +29,7 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_strict_id
 
 from ..blocking import Block
-from ..command import command, container
+from ..command import COMMANDS, command, container
 from .args import LLONG_MAX, help_reply, to_int
 from .stream_args import (
     lookup_stream,
@@ -237,7 +237,7 @@ def xgroup_destroy(ctx, argv):
     return 1, [[b"XGROUP", b"DESTROY", argv[2], argv[3]]]
 
 
-@command("xgroup|createconsumer", -5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer in a consumer group.", since="6.2.0")
+@command("xgroup|createconsumer", 5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer in a consumer group.", since="6.2.0")
 def xgroup_createconsumer(ctx, argv):
     """XGROUP CREATECONSUMER key group consumer -> 1 if created, 0 if it existed.
 
@@ -258,6 +258,10 @@ def xgroup_createconsumer(ctx, argv):
     elif not created:
         return 0, []
     return int(created), [consumer_effect(argv[2], argv[3], consumer)]
+
+
+# Redis's arity (5) for everyone; the effect's SEENTIME/ACTIVETIME pair from loading clients only.
+COMMANDS[b"xgroup"].subcommands[b"createconsumer"].loading_max_args = 9
 
 
 @command("xgroup|delconsumer", 5, "write", keys=(2, 2, 1), group="stream", summary="Deletes a consumer from a consumer group.", since="5.0.0")
