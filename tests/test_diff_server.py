@@ -369,3 +369,15 @@ def test_command_getkeys_and_flags(pair):
     ]:  # fmt: skip
         same(pair, "COMMAND", "GETKEYSANDFLAGS", *args)
         same(pair, "COMMAND", "GETKEYS", *args)
+
+
+def test_monitor_repeated_and_inside_exec_bytes(pair):
+    """A second MONITOR gets no reply at all; MONITOR queued in MULTI fails at EXEC (and leaves the client as it was)."""
+    ours, theirs = pair
+    script = b"MONITOR\r\nMONITOR\r\nRESET\r\nMULTI\r\nMONITOR\r\nEXEC\r\nPING\r\n"
+    ours.send(script)
+    theirs.send(script)
+    want = b"+OK\r\n+RESET\r\n+OK\r\n+QUEUED\r\n*1\r\n-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n+PONG\r\n"
+    assert theirs.read_raw(until=b"+PONG\r\n") == want
+    assert ours.read_raw(until=b"+PONG\r\n") == want
+    assert ours.call("CLIENT", "INFO").split(b" flags=")[1].startswith(b"N ")  # not a monitor

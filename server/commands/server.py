@@ -61,9 +61,13 @@ def monitor_line(client, argv: list[bytes], now: float) -> bytes:
 
 @command("monitor", 1, "admin noscript loading stale", group="server", summary="Listens for all requests received by the server in real-time.")
 def monitor(ctx, argv):
-    if not ctx.monitor:
-        ctx.monitor = True
-        ctx.server.monitors.append(ctx)
+    """MONITOR: as Redis's monitorCommand, refused inside EXEC (a DENY BLOCKING client) and silent when repeated."""
+    if ctx.in_exec:
+        raise ReplyError("ERR MONITOR isn't allowed for DENY BLOCKING client")
+    if ctx.monitor:
+        return NO_REPLY
+    ctx.monitor = True
+    ctx.server.monitors.append(ctx)
     return OK
 
 
