@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -270,14 +271,52 @@ def _compat_params() -> None:
 _compat_params()
 
 
+_STRING2LL = re.compile(r"0|-?[1-9][0-9]*")  # Redis's string2ll: no sign '+', spaces or leading zeros
+_MEMORY = re.compile(r"([0-9]*)([a-zA-Z]*)")
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_memory(text: str) -> int | None:
-    """'1gb' -> 1073741824, as Redis's memtoull; None when malformed."""
-    text = text.strip().lower()
-    digits = text.rstrip("kmgb")
-    unit = text[len(digits):]
-    if unit not in _UNITS or not digits.isdigit():
+    """'1gb' -> 1073741824, as Redis's memtoull; None when malformed.
+
+    Like memtoull: no spaces or sign, fewer than 128 digits, no digits at all is 0, a number past
+    ULLONG_MAX saturates (strtoull) and the unit's product wraps around 2**64.
+    """
+    match = _MEMORY.fullmatch(text)
+    if match is None or match[2].lower() not in _UNITS or len(match[1]) >= 128:
         return None
-    return int(digits) * _UNITS[unit]
+    return min(int(match[1] or "0"), ULLONG_MAX) * _UNITS[match[2].lower()] % (ULLONG_MAX + 1)
+
+
+def _parse_double(text: str) -> float | None:
+    """Redis's string2d: strtod's whole string (hex and inf too), no leading space, no NaN."""
+    if _DOUBLE.fullmatch(text):
+        return float(text)
+    lowered = text.lower().lstrip("+-")
+    if lowered in ("inf", "infinity"):
+        return float("-inf") if text.startswith("-") else float("inf")
+    try:
+        return float.fromhex(text) if "0x" in text.lower() else None
+    except ValueError:
+        return None
+
+
+def _format_percentile(value: float) -> str:
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def parse_percentiles(raw: str) -> str:
+    """latency-tracking-info-percentiles: numbers in [0, 100], one space apart, printed back shortest."""
+    values = []
+    for word in raw.split(" ") if raw else []:
+        value = _parse_double(word)
+        if value is None:
+            raise ConfigError("Invalid latency-tracking-info-percentiles parameters")
+        if not 0.0 <= value <= 100.0:
+            raise ConfigError("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
+        values.append(_format_percentile(value))
+    return " ".join(values)
 
 
 # notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, K, E, m).
@@ -304,6 +343,8 @@ def parse_value(param: Param, raw: str) -> object:
     kind = param.kind
     if param.name == "notify-keyspace-events":
         return parse_notify_keyspace_events(raw)
+    if param.name == "latency-tracking-info-percentiles":
+        return parse_percentiles(raw)
     if kind == "bool":
         if raw.lower() not in ("yes", "no"):
             raise ConfigError("argument must be 'yes' or 'no'")
@@ -318,20 +359,22 @@ def parse_value(param: Param, raw: str) -> object:
             if value is None:
                 raise ConfigError("argument must be a memory value")
         else:
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError("argument couldn't be parsed into an integer") from None
+            value = int(raw) if _STRING2LL.fullmatch(raw) else None
+            if value is None or not -LLONG_MAX - 1 <= value <= LLONG_MAX:
+                raise ConfigError("argument couldn't be parsed into an integer")
         if not param.low <= value <= param.high:
             raise ConfigError(f"argument must be between {param.low} and {param.high} inclusive")
         if param.name == "hz":  # Redis stores it clamped to CONFIG_MIN_HZ..CONFIG_MAX_HZ
             value = min(max(value, 1), 500)
+        if param.name == "repl-backlog-size":  # resizeReplicationBacklog's floor, CONFIG_REPL_BACKLOG_MIN_SIZE
+            value = max(value, 16384)
         return value
     if kind == "save":
-        words = raw.split()
-        if len(words) % 2 or not all(w.isdigit() for w in words):
+        # Split on single spaces (MULTI_ARG_CONFIG); each a whole non-negative strtoll number ("01", "+1" too)
+        words = raw.split(" ") if raw else []
+        if len(words) % 2 or not all(re.fullmatch(r"\+?[0-9]+", w) for w in words):
             raise ConfigError("Invalid save parameters")
-        return " ".join(words)
+        return " ".join(str(int(w)) for w in words)
     return raw
 
 

@@ -174,6 +174,30 @@ SEQUENCES = {
         ("CONFIG", "SET", "replica-read-only", "yes"),
         ("CONFIG", "GET", "slave-read-only"),
         ("CONFIG", "GET", "nosuchparam*"),
+        *[("CONFIG", "SET", "hz", v) for v in ["05", "1_0", "-0", " 5", "5 ", "+5", "9223372036854775808", "-9223372036854775809"]],
+        ("CONFIG", "SET", "timeout", "00"),
+        *[
+            step
+            for value in [" 1", "1 ", "1 kb", "+1", "-1", "05", "1KB", "kb", "", "18446744073709551616", "99999999999999999999999",
+                          "18446744073709551615kb", "1" * 127, "1" * 128, "1_0"]
+            for step in [("CONFIG", "SET", "maxmemory", value), ("CONFIG", "GET", "maxmemory")]
+        ],  # fmt: skip
+        ("CONFIG", "SET", "maxmemory", "0"),
+        ("CONFIG", "SET", "proto-max-bulk-len", "18446744073709551615"),
+        ("CONFIG", "SET", "repl-backlog-size", "16383"),
+        ("CONFIG", "GET", "repl-backlog-size"),
+        ("CONFIG", "SET", "repl-backlog-size", "1mb"),
+        *[
+            step
+            for value in ["01 1", "+1 1", "-1 1", "1 -1", " ", "1 1 ", "  1   2  ", "1\t1", "3600 1 300 100", ""]
+            for step in [("CONFIG", "SET", "save", value), ("CONFIG", "GET", "save")]
+        ],
+        *[
+            step
+            for value in ["99.90 50", "1e1", "-1", "101", "a", "inf", " 5", "nan", "0x10", "0.001 100", "", "50 99 99.9"]
+            for step in [("CONFIG", "SET", "latency-tracking-info-percentiles", value),
+                         ("CONFIG", "GET", "latency-tracking-info-percentiles")]
+        ],  # fmt: skip
         ("CONFIG", "GET", "HZ"),
         ("CONFIG", "GET", "hz", "HZ"),
         ("CONFIG", "GET", "HZ", "hz"),
