@@ -169,6 +169,19 @@ def test_changes_without_new_entries_keep_waiting(admin, conns):
     assert conn.read() == [[b"s", [[b"6-0", [b"f", b"w"]]]]]
 
 
+def test_an_entry_trimmed_by_its_own_xadd_keeps_the_client_waiting(admin, conns):
+    """XADD MAXLEN 0 adds and trims at once. Redis 7.2+ re-run the blocked XREAD (redis#11012) and
+    an empty stream serves nothing, so the client waits; 7.0 answered at once with an empty range."""
+    admin.call("XADD", "s", "1-0", "f", "v")
+    conn = conns()
+    block(conn, "BLOCK", "0", "STREAMS", "s", "$")
+    wait_blocked(admin, 1)
+    admin.call("XADD", "s", "MAXLEN", "0", "2-0", "f", "w")
+    assert silent(conn)
+    admin.call("XADD", "s", "3-0", "f", "x")
+    assert conn.read() == [[b"s", [[b"3-0", [b"f", b"x"]]]]]
+
+
 def test_rename_onto_the_key_serves_the_client(admin, conns):
     conn = conns()
     block(conn, "BLOCK", "0", "STREAMS", "s", "$")  # no key: $ is 0-0
