@@ -393,3 +393,28 @@ def test_createconsumer_arity_is_redis_s_for_clients(server, oracle_server):
     finally:
         ours.close()
         theirs.close()
+
+
+def test_names_with_cr_lf_in_error_lines(server, oracle_server):
+    """An error echoing a group, option or subcommand name turns its CR/LF into spaces (Redis's
+    addReplyErrorFormat); sent raw they ended the error line early and desynchronised the client."""
+    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
+    commands = [
+        ["XADD", "s", "1-1", "f", "v"],
+        ["XGROUP", "CREATE", "s", "g", "0"],
+        ["XREADGROUP", "GROUP", "a\r\nb", "c", "STREAMS", "s", ">"],
+        ["XPENDING", "s", "a\r\nb"],
+        ["XGROUP", "SETID", "s", "a\nb", "0"],
+        ["XCLAIM", "s", "g", "c", "0", "1-1", "BAD\r\nX"],
+        ["XINFO", "X\r\nY"],
+        ["XGROUP", "\r\nX\r\n"],
+        ["PING"],
+    ]
+    try:
+        for conn in (ours, theirs):
+            conn.call("FLUSHALL")
+        for argv in commands:
+            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
+    finally:
+        ours.close()
+        theirs.close()
