@@ -175,7 +175,7 @@ class Server:
         self.errorstats[code] = self.errorstats.get(code, 0) + 1
         if rejected and cmd is not None:
             cmd.rejected_calls += 1
-        data = message.encode()
+        data = message.encode("utf-8", "surrogateescape")  # names echoed byte for byte (see stream_args.echo)
         if b"\r" in data or b"\n" in data:
             # As Redis's addReplyErrorFormat: a name echoed in the text must not end the line early.
             data = data.strip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")

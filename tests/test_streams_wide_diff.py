@@ -418,3 +418,27 @@ def test_names_with_cr_lf_in_error_lines(server, oracle_server):
     finally:
         ours.close()
         theirs.close()
+
+
+def test_names_that_are_not_utf8_in_error_lines(server, oracle_server):
+    """Error texts quote names byte for byte, as Redis does (no U+FFFD), cut at 128 bytes where Redis cuts."""
+    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
+    commands = [
+        [b"XADD", b"s\xff", b"1-1", b"f", b"v"],
+        [b"XREADGROUP", b"GROUP", b"g\xfe", b"c", b"STREAMS", b"s\xff", b">"],
+        [b"XPENDING", b"s\xff", b"\xc3"],
+        [b"XGROUP", b"SETID", b"s\xff", b"\xe9t\xe9", b"0"],
+        [b"XGROUP", b"CREATE", b"s\xff", b"g", b"0"],
+        [b"XCLAIM", b"s\xff", b"g", b"c", b"0", b"1-1", b"\x80BAD"],
+        [b"XGROUP", b"DESTROY", b"s\xff", "é".encode() * 100],
+        [b"XGROUP", b"CREATE", "é".encode() * 100],
+        [b"XINFO", b"STREAM", b"s\xff", b"FULL", b"COUNT", b"1", "é".encode() * 100],
+    ]
+    try:
+        for conn in (ours, theirs):
+            conn.call("FLUSHALL")
+        for argv in commands:
+            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
+    finally:
+        ours.close()
+        theirs.close()

@@ -32,6 +32,7 @@ from ..blocking import Block
 from ..command import COMMANDS, command, container
 from .args import LLONG_MAX, help_reply, to_int
 from .stream_args import (
+    echo,
     lookup_stream,
     parse_count,
     parse_interval_end,
@@ -115,11 +116,11 @@ def _int_bytes(value: int) -> bytes:
 
 
 def _nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
-    return ReplyError(f"NOGROUP No such key '{key.decode(errors='replace')}' or consumer group '{group.decode(errors='replace')}'{suffix}")
+    return ReplyError(f"NOGROUP No such key '{echo(key)}' or consumer group '{echo(group)}'{suffix}")
 
 
 def _no_such_group(group: bytes, key: bytes) -> ReplyError:
-    return ReplyError(f"NOGROUP No such consumer group '{group.decode(errors='replace')}' for key name '{key.decode(errors='replace')}'")
+    return ReplyError(f"NOGROUP No such consumer group '{echo(group)}' for key name '{echo(key)}'")
 
 
 def _help(name: str, lines: list[str]) -> list[Simple]:
@@ -605,7 +606,7 @@ def xclaim(ctx, argv):
             j += 1
             last_id = parse_strict_id(argv[j])
         else:
-            raise ReplyError(f"ERR Unrecognized XCLAIM option '{argv[j].decode(errors='replace')}'")
+            raise ReplyError(f"ERR Unrecognized XCLAIM option '{echo(argv[j])}'")
         j += 1
     effects: list = []
     if last_id > group.last_id:

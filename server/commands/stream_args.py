@@ -85,8 +85,13 @@ def parse_interval_end(arg: bytes) -> int:
     return parse_id(arg, U64_MAX)
 
 
+def echo(arg: bytes) -> str:
+    """An argument quoted in an error text: Server.error writes its bytes back as they came (not UTF-8 is kept)."""
+    return arg.decode("utf-8", "surrogateescape")
+
+
 def subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
     return ReplyError(
-        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. "
-        f"Try {argv[0].decode(errors='replace').upper()} HELP."
+        f"ERR unknown subcommand or wrong number of arguments for '{echo(argv[1][:128])}'. "
+        f"Try {echo(argv[0]).upper()} HELP."
     )
