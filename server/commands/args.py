@@ -6,7 +6,7 @@ errors come out uniformly (fakeredis's lesson).
 
 from __future__ import annotations
 
-from protocol.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, ReplyError
+from protocol.errors import NOT_FLOAT, NOT_INTEGER, SYNTAX, WRONGTYPE, ReplyError
 from protocol.reply import Simple
 
 LLONG_MIN, LLONG_MAX = -(2**63), 2**63 - 1
@@ -34,6 +34,26 @@ def to_float(arg: bytes, error: str = NOT_FLOAT) -> float:
         raise ReplyError(error) from None
     if value != value:
         raise ReplyError(error)
+    return value
+
+
+def count_read(server, value) -> None:
+    """INFO's keyspace_hits/keyspace_misses, counted where Redis's lookupKeyRead* counts (reads, not writes)."""
+    server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+
+
+def read_lookup(ctx, key: bytes):
+    """The live value at key, looked up for reading: a hit or a miss in INFO stats."""
+    value = ctx.db.lookup(key, ctx.server.now)
+    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+    return value
+
+
+def read_string(ctx, key: bytes) -> bytes | None:
+    """read_lookup for a string: a key of another type is a hit, then WRONGTYPE."""
+    value = read_lookup(ctx, key)
+    if value is not None and type(value) is not bytes:
+        raise ReplyError(WRONGTYPE)
     return value
 
 

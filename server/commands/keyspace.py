@@ -13,7 +13,7 @@ from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
 from ..command import command, container
-from .args import LLONG_MAX, LLONG_MIN, help_reply, to_int
+from .args import LLONG_MAX, LLONG_MIN, help_reply, read_lookup, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
 TYPE_NAMES = frozenset((b"string", b"list", b"set", b"zset", b"hash", b"stream"))
@@ -42,15 +42,17 @@ def unlink(ctx, argv):
 def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
     db, now = ctx.db, ctx.server.now
-    if len(argv) == 2:
-        return 0 if db.lookup(argv[1], now) is None else 1
-    return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
+    found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
+    stats = ctx.server.stats  # each key is a read lookup in Redis: a hit or a miss
+    stats["keyspace_hits"] += found
+    stats["keyspace_misses"] += len(argv) - 1 - found
+    return found
 
 
 @command("type", 2, "readonly fast", keys=(1, 1, 1), group="generic", summary="Determines the type of value stored at a key.")
 def type_(ctx, argv):
     """TYPE key -> string, stream... or none."""
-    value = ctx.db.lookup(argv[1], ctx.server.now)
+    value = read_lookup(ctx, argv[1])
     return Simple(type_name(value).encode()) if value is not None else Simple(b"none")
 
 
@@ -302,7 +304,7 @@ def _c_div(value: int, divisor: int) -> int:
 def _ttl(ctx, key: bytes, unit_ms: int, absolute: bool) -> int:
     """Redis's ttlGenericCommand: -2 no key, -1 no TTL, else the (rounded) time left or the deadline."""
     db, now = ctx.db, ctx.server.now
-    if db.lookup(key, now) is None:
+    if read_lookup(ctx, key) is None:
         return -2
     when = db.expires.get(key)
     if when is None:
@@ -359,7 +361,11 @@ def persist(ctx, argv):
 def touch(ctx, argv):
     """TOUCH key [key ...] -> how many of the keys exist."""
     db, now = ctx.db, ctx.server.now
-    return sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
+    found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
+    stats = ctx.server.stats
+    stats["keyspace_hits"] += found
+    stats["keyspace_misses"] += len(argv) - 1 - found
+    return found
 
 
 def _target_db(ctx, arg: bytes):
@@ -420,7 +426,7 @@ def copy_(ctx, argv):
     if src is dst and key == newkey:
         raise ReplyError("ERR source and destination objects are the same")
     now = ctx.server.now
-    value = src.lookup(key, now)
+    value = read_lookup(ctx, key)  # the source is read (a hit or a miss), the destination written
     if value is None:
         return 0, []
     existing = _lookup_elsewhere(ctx, dst, newkey) if dst is not src else dst.lookup(newkey, now)
@@ -477,7 +483,7 @@ def _integer_encoded(value: bytes) -> bool:
 
 
 def _object_value(ctx, key: bytes):
-    return ctx.db.lookup(key, ctx.server.now)
+    return read_lookup(ctx, key)
 
 
 @command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",

@@ -14,7 +14,7 @@ from protocol.errors import OVERFLOW, SYNTAX, WRONGTYPE, ReplyError, wrong_arity
 from protocol.reply import OK
 
 from ..command import command
-from .args import LLONG_MAX, LLONG_MIN, to_int
+from .args import LLONG_MAX, LLONG_MIN, count_read, read_lookup, read_string, to_int
 
 
 @command("get", 2, "readonly fast", keys=(1, 1, 1), group="string", summary="Returns the string value of a key.")
@@ -27,6 +27,7 @@ def get(ctx, argv):
         when = db.expires.get(key)
         if when is not None and when < ctx.server.now:
             value = db.lookup(key, ctx.server.now)  # the rare path: expired (see Database.expiry)
+    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
     if value is None or type(value) is bytes:
         return value
     raise ReplyError(WRONGTYPE)
@@ -105,8 +106,10 @@ def set_(ctx, argv):
     old = None
     if flags & (_NX | _XX | _GET):
         value = db.lookup(key, ctx.server.now)
-        if flags & _GET and value is not None and type(value) is not bytes:
-            raise ReplyError(WRONGTYPE)
+        if flags & _GET:  # Redis reads the old value as GET does (a hit or a miss)
+            count_read(ctx.server, value)
+            if value is not None and type(value) is not bytes:
+                raise ReplyError(WRONGTYPE)
         old = value if flags & _GET else None
         if (flags & _NX and value is not None) or (flags & _XX and value is None):
             return old, []
@@ -127,7 +130,7 @@ def set_(ctx, argv):
 def getdel(ctx, argv):
     """GETDEL key -> the value, and the key is deleted."""
     key, db, now = argv[1], ctx.db, ctx.server.now
-    value = db.lookup_type(key, now, bytes)
+    value = read_string(ctx, key)
     if value is None:
         return None, []
     db.delete(key, now)
@@ -142,9 +145,15 @@ def mget(ctx, argv):
     db, now = ctx.db, ctx.server.now
     lookup = db.lookup
     values = []
+    found = 0
     for key in argv[1:]:
         value = lookup(key, now)
+        if value is not None:
+            found += 1
         values.append(value if type(value) is bytes else None)
+    stats = ctx.server.stats
+    stats["keyspace_hits"] += found
+    stats["keyspace_misses"] += len(values) - found
     return values
 
 
@@ -234,7 +243,7 @@ def append(ctx, argv):
          summary="Returns the length of a string value.")
 def strlen(ctx, argv):
     """STRLEN key -> the length, 0 without key."""
-    value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
+    value = read_string(ctx, argv[1])
     return 0 if value is None else len(value)
 
 
@@ -280,7 +289,7 @@ def psetex(ctx, argv):
 def getset(ctx, argv):
     """GETSET key value -> the old value; like SET, the TTL is dropped."""
     key, db = argv[1], ctx.db
-    old = db.lookup_type(key, ctx.server.now, bytes)
+    old = read_string(ctx, key)
     db.set(key, argv[2])
     return old, [[b"SET", key, argv[2]]]
 
@@ -318,7 +327,7 @@ def getex(ctx, argv):
             raise ReplyError(SYNTAX)
         index += 1
     key, db, now = argv[1], ctx.db, ctx.server.now
-    value = db.lookup_type(key, now, bytes)
+    value = read_string(ctx, key)
     if value is None:
         return None, []
     when = _expire_ms(ctx, expire_arg, flags, "getex") if expire_arg is not None else None
@@ -339,7 +348,7 @@ def getex(ctx, argv):
 def getrange(ctx, argv):
     """GETRANGE key start end: inclusive, negative indexes count from the end."""
     start, end = to_int(argv[2]), to_int(argv[3])
-    value = ctx.db.lookup_type(argv[1], ctx.server.now, bytes)
+    value = read_string(ctx, argv[1])
     if value is None:
         return b""
     length = len(value)
@@ -407,8 +416,7 @@ def lcs(ctx, argv):
 
     from protocol.reply import Map
 
-    db, now = ctx.db, ctx.server.now
-    a, b = db.lookup(argv[1], now), db.lookup(argv[2], now)
+    a, b = read_lookup(ctx, argv[1]), read_lookup(ctx, argv[2])
     if (a is not None and type(a) is not bytes) or (b is not None and type(b) is not bytes):
         raise ReplyError("ERR The specified keys must contain string values")
     a, b = a or b"", b or b""

@@ -1,0 +1,52 @@
+"""Differential: INFO stats keyspace_hits/keyspace_misses after each command, Redis vs Millrace.
+
+Redis counts a hit or a miss for each read lookup (lookupKeyRead*), never for
+write lookups: GET counts, INCR does not; SET ... GET counts, SET ... NX does not.
+Stream reads are left out here (they are counted by the stream commands' owner).
+"""
+
+from __future__ import annotations
+
+from tests.rawclient import RawConn
+
+COMMANDS = [
+    ("GET", "a"), ("GET", "nope"), ("MGET", "a", "nope", "b", "s"), ("EXISTS", "a", "nope", "a"), ("TYPE", "a"),
+    ("TYPE", "nope"), ("STRLEN", "a"), ("STRLEN", "nope"), ("GETRANGE", "a", "0", "1"), ("GETRANGE", "nope", "0", "1"),
+    ("GETRANGE", "a", "x", "1"), ("SUBSTR", "nope", "0", "1"), ("TTL", "a"), ("TTL", "nope"), ("PTTL", "a"),
+    ("EXPIRETIME", "nope"), ("PEXPIRETIME", "a"), ("INCR", "c"), ("INCR", "a"), ("INCRBYFLOAT", "f", "1"),
+    ("APPEND", "a", "x"), ("APPEND", "z", "x"), ("SETRANGE", "a", "0", "y"), ("GETDEL", "nope"), ("GETDEL", "z"),
+    ("GETEX", "a"), ("GETEX", "nope"), ("GETEX", "a", "EX", "0"), ("GETSET", "a", "v"), ("GETSET", "n2", "v"),
+    ("SET", "a", "v", "GET"), ("SET", "n3", "v", "GET"), ("SET", "a", "v", "NX"), ("SET", "a", "v", "XX"),
+    ("SETNX", "a", "v"), ("MSETNX", "a", "1"), ("LCS", "a", "b"), ("LCS", "a", "nope"), ("COPY", "a", "cp"),
+    ("COPY", "nope", "cp2"), ("COPY", "a", "cp", "DB", "1"), ("RENAME", "a", "a2"), ("RENAME", "a2", "a"),
+    ("RENAMENX", "nope", "x"), ("MOVE", "a", "1"), ("MOVE", "nope", "1"), ("OBJECT", "ENCODING", "b"),
+    ("OBJECT", "ENCODING", "nope"), ("OBJECT", "REFCOUNT", "b"), ("OBJECT", "IDLETIME", "nope"),
+    ("MEMORY", "USAGE", "b"), ("MEMORY", "USAGE", "nope"), ("TOUCH", "b", "nope"), ("DEL", "b", "nope"),
+    ("UNLINK", "cp"), ("PERSIST", "a"), ("PERSIST", "nope"), ("EXPIRE", "a", "100"), ("EXPIRE", "nope", "100"),
+    ("KEYS", "*"), ("SCAN", "0"), ("RANDOMKEY",), ("DBSIZE",), ("WATCH", "a", "nope"), ("UNWATCH",),
+    ("GET", "s"), ("STRLEN", "s"), ("GETDEL", "s"), ("SET", "s", "v", "GET"), ("TYPE", "s"), ("LCS", "s", "a"),
+    ("DECRBY", "s", "1"), ("MSET", "a", "1"), ("SET", "a", "2"),
+]  # fmt: skip
+
+
+def hits_and_misses(port: int) -> list[tuple[int, int]]:
+    conn = RawConn(port)
+    try:
+        conn.call("FLUSHALL")
+        conn.call("MSET", "a", "1", "b", "2")
+        conn.call("XADD", "s", "1-1", "f", "v")
+        conn.call("CONFIG", "RESETSTAT")
+        seen = []
+        for args in COMMANDS:
+            conn.call(*args)
+            stats = dict(line.split(":", 1) for line in conn.call("INFO", "stats").decode().split("\r\n") if ":" in line)
+            seen.append((int(stats["keyspace_hits"]), int(stats["keyspace_misses"])))
+        return seen
+    finally:
+        conn.close()
+
+
+def test_keyspace_hits_and_misses_match_redis(server, oracle_server):
+    ours, theirs = hits_and_misses(server.port), hits_and_misses(oracle_server.port)
+    for args, got, want in zip(COMMANDS, ours, theirs, strict=True):
+        assert got == want, f"after {args}: millrace (hits, misses) {got} != redis {want}"
