@@ -78,7 +78,7 @@ class Command:
         sub = self.subcommands.get(argv[1].lower())
         if sub is None:
             raise ReplyError(
-                f"ERR unknown subcommand '{argv[1].decode(errors='replace')[:128]}'. "
+                f"ERR unknown subcommand '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. "
                 f"Try {self.name.upper()} HELP."
             )
         return sub

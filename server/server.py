@@ -384,11 +384,11 @@ class Server:
 
 
 def _unknown_command(argv: list[bytes]) -> str:
-    """Redis's text: each argument quoted and followed by a space, 128 chars at most."""
-    name = argv[0].decode(errors="replace")[:128]
-    args = ""
+    """Redis's text: each argument quoted and followed by a space, 128 bytes at most, echoed byte for byte."""
+    args = b""
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += f"'{arg.decode(errors='replace')[: 128 - len(args)]}' "
-    return f"ERR unknown command '{name}', with args beginning with: {args}"
+        args += b"'" + arg[: 128 - len(args)] + b"' "
+    text = b"ERR unknown command '" + argv[0][:128] + b"', with args beginning with: " + args
+    return text.decode("utf-8", "surrogateescape")  # Server.error encodes it back to these bytes

@@ -405,3 +405,24 @@ def test_monitor_repeated_and_inside_exec_bytes(pair):
     assert theirs.read_raw(until=b"+PONG\r\n") == want
     assert ours.read_raw(until=b"+PONG\r\n") == want
     assert ours.call("CLIENT", "INFO").split(b" flags=")[1].startswith(b"N ")  # not a monitor
+
+
+BINARY_ECHOES = [
+    [b"CLIENT", b"\xff\xfe"], [b"CONFIG", b"\xff"], [b"CONFIG", b"SET", b"\xffx", b"1"], [b"CLIENT", b"LIST", b"TYPE", b"\xff"],
+    [b"OBJECT", b"\xff"], [b"COMMAND", b"\xff"], [b"\xff\xfe", b"a\xff"], [b"SLOWLOG", b"\xff"], [b"HELLO", b"3", b"\xff"],
+    [b"MEMORY", b"\xff"], [b"FUNCTION", b"\xff"], [b"ACL", b"\xff"], [b"EXPIRE", b"a", b"1", b"\xff"],
+    [b"CLIENT", b"PAUSE", b"0", b"ALL", b"\xff"], [b"DEBUG", b"\xff"], [b"CLIENT", b"\xc3\xa9" * 70],
+    [b"NOSUCH", b"\xc3\xa9" * 70, b"b"], [b"\xc3\xa9" * 70], [b"CONFIG", b"\xe2\x82"], [b"ACL", b"CAT", b"\xff"],
+    [b"CONFIG", b"SET", b"hz", b"1", b"\xfe", b"2"],
+]  # fmt: skip
+
+
+def test_error_texts_echo_arguments_byte_for_byte(pair):
+    """Names quoted in error replies come back as the bytes sent (not U+FFFD), cut at 128 bytes as Redis's %.128s."""
+    from tests.rawclient import encode_command
+
+    ours, theirs = pair
+    for args in BINARY_ECHOES:
+        ours.send(encode_command(*args))
+        theirs.send(encode_command(*args))
+        assert ours.read_raw(until=b"\r\n") == theirs.read_raw(until=b"\r\n"), args

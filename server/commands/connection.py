@@ -110,7 +110,7 @@ def hello(ctx, argv):
             validate_name(name)
             index += 2
         else:
-            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[index].decode(errors='replace')}'")
+            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[index].decode('utf-8', 'surrogateescape')}'")
     if credentials is not None:
         authenticate(ctx, *credentials)
     if not ctx.authenticated:

@@ -228,7 +228,7 @@ def _expire(ctx, argv, unit_ms: int, relative: bool):
     for option in argv[3:] if len(argv) > 3 else ():
         flag = _EXPIRE_FLAGS.get(option.upper())
         if flag is None:
-            raise ReplyError(f"ERR Unsupported option {option.decode(errors='replace')}")
+            raise ReplyError(f"ERR Unsupported option {option.decode('utf-8', 'surrogateescape')}")
         flags |= flag
     nx, xx, gt, lt = flags & 1, flags & 2, flags & 4, flags & 8
     if nx and (xx or gt or lt):

@@ -107,7 +107,8 @@ def config_set(ctx, argv):
     """CONFIG SET parameter value [parameter value ...]: all or nothing."""
     if len(argv) % 2:
         raise ReplyError(SYNTAX)
-    pairs = [(argv[i].decode(errors="replace"), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
+    # names echo byte for byte in errors; values stay text (CONFIG GET and REWRITE write them out as UTF-8)
+    pairs = [(argv[i].decode("utf-8", "surrogateescape"), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
     ctx.server.config.set_many(pairs)
     return OK
 
@@ -268,7 +269,7 @@ def debug(ctx, argv):
             raise ReplyError(f"ERR DEBUG {sub.decode().upper()} not supported yet: Millrace has no persistence in this build")
         return hook(argv[2:])
     raise ReplyError(
-        f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')[:128]}'. Try DEBUG HELP."
+        f"ERR unknown subcommand or wrong number of arguments for '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. Try DEBUG HELP."
     )
 
 
@@ -290,7 +291,7 @@ def function_list(ctx, argv):
         elif option == b"libraryname":
             raise ReplyError("ERR library name argument was not given")
         else:
-            raise ReplyError(f"ERR Unknown argument {argv[index].decode(errors='replace')}")
+            raise ReplyError(f"ERR Unknown argument {argv[index].decode('utf-8', 'surrogateescape')}")
     return []
 
 
@@ -392,7 +393,7 @@ def slowlog_get(ctx, argv):
         if count == -1:
             count = len(entries)
     elif len(argv) > 3:
-        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{argv[1].decode(errors='replace')}'. Try SLOWLOG HELP.")
+        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. Try SLOWLOG HELP.")
     return [list(entry) for entry in list(entries)[:count]]
 
 
