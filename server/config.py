@@ -7,13 +7,13 @@ The same table serves the command line (`--port 7000`), the config file
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ReplyError
+from storage.glob import compile_pattern
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
 INT_MAX = 2**31 - 1
@@ -397,7 +397,10 @@ class Config:
         pattern = pattern.lower()
         if pattern in PARAMS:
             return {pattern: self.format(pattern)}
-        return {name: self.format(name) for name in PARAMS if fnmatch.fnmatchcase(name, pattern)}
+        if not any(c in pattern for c in "[*?"):  # Redis: no glob character, an exact name or nothing
+            return {}
+        match = compile_pattern(pattern.encode("utf-8", "surrogateescape"), nocase=True)  # Redis's stringmatch, nocase
+        return {name: self.format(name) for name in PARAMS if match(name.encode())}
 
     def format(self, name: str) -> str:
         value, param = self.values[name], PARAMS[name]

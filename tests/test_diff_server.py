@@ -426,3 +426,15 @@ def test_error_texts_echo_arguments_byte_for_byte(pair):
         ours.send(encode_command(*args))
         theirs.send(encode_command(*args))
         assert ours.read_raw(until=b"\r\n") == theirs.read_raw(until=b"\r\n"), args
+
+
+def test_config_get_and_command_list_use_redis_globs(pair):
+    """Redis's own glob, case-insensitive: '^' negates a class and '!' is a plain member, reversed ranges
+    swap, an unclosed '[' matches nothing (fnmatch differs in all four)."""
+    ours, theirs = pair
+    for pattern in ["[!m]axmemory", "[^n]axmemory", "[m-n]axmemory", "[M]AXMEMORY", "[", "hz[", "*[", "[z-a]z", "[Z-A]Z",
+                    "h\\z", "[\\^]*", "max*[^a-z]*"]:  # fmt: skip
+        same(pair, "CONFIG", "GET", pattern)
+    for pattern in ["[!g]et", "[^a-f]et", "G?T", "CLIENT|*NAME", "[", "[r-s]e[s-t]", "x[^a-z]*", "get[!r]ange"]:
+        got, want = ours.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pattern), theirs.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pattern)
+        assert sorted(got) == sorted(want), pattern

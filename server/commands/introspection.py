@@ -7,10 +7,9 @@ client libraries' command discovery work unchanged.
 
 from __future__ import annotations
 
-import fnmatch
-
 from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import Map, Set, Simple
+from storage.glob import compile_pattern
 
 from .. import syntax
 from ..command import COMMANDS, Command, command
@@ -293,14 +292,15 @@ def command_list(ctx, argv):
         return [cmd.name.encode() for cmd in names]
     if len(argv) != 5 or argv[2].lower() != b"filterby":
         raise ReplyError(SYNTAX)
-    kind, value = argv[3].lower(), argv[4].decode(errors="replace")
+    kind, value = argv[3].lower(), argv[4]
     if kind == b"module":
         return []
     if kind == b"aclcat":
-        category = value.lower()
+        category = value.decode(errors="replace").lower()
         return [cmd.name.encode() for cmd in names if category in acl_categories(cmd)]
     if kind == b"pattern":
-        return [cmd.name.encode() for cmd in names if fnmatch.fnmatchcase(cmd.name, value.lower())]
+        match = compile_pattern(value, nocase=True)  # Redis's stringmatchlen over the full name, nocase
+        return [cmd.name.encode() for cmd in names if match(cmd.name.encode())]
     raise ReplyError(SYNTAX)
 
 
