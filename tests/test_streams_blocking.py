@@ -182,6 +182,17 @@ def test_an_entry_trimmed_by_its_own_xadd_keeps_the_client_waiting(admin, conns)
     assert conn.read() == [[b"s", [[b"3-0", [b"f", b"x"]]]]]
 
 
+def test_a_block_time_past_the_clock_s_range_is_refused(admin):
+    """Newest timeout.c: BLOCK t with t + now beyond LLONG_MAX is "timeout is out of range", even when
+    data would be served at once (7.0 had no such check and served it)."""
+    admin.call("XADD", "s", "1-0", "f", "v")
+    admin.call("XGROUP", "CREATE", "s", "g", "0")
+    assert str(admin.call("XREAD", "BLOCK", "9223372036854775807", "STREAMS", "s", "0")) == "ERR timeout is out of range"
+    reply = admin.call("XREADGROUP", "GROUP", "g", "c", "BLOCK", "9223372036854775807", "STREAMS", "s", ">")
+    assert str(reply) == "ERR timeout is out of range"
+    assert admin.call("XREAD", "BLOCK", "9000000000000000000", "STREAMS", "s", "0") == [[b"s", [[b"1-0", [b"f", b"v"]]]]]
+
+
 def test_rename_onto_the_key_serves_the_client(admin, conns):
     conn = conns()
     block(conn, "BLOCK", "0", "STREAMS", "s", "$")  # no key: $ is 0-0
