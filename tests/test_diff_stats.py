@@ -2,7 +2,7 @@
 
 Redis counts a hit or a miss for each read lookup (lookupKeyRead*), never for
 write lookups: GET counts, INCR does not; SET ... GET counts, SET ... NX does not.
-Stream reads are left out here (they are counted by the stream commands' owner).
+Stream commands are compared in tests/test_streams_stats_diff.py.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from .stream_args import (
     parse_interval_end,
     parse_interval_start,
     parse_timeout,
+    read_stream,
     streams_keys,
     streams_reply,
     subcommand_syntax_error,
@@ -356,7 +357,7 @@ class ReadGroupRequest:
         """Each key's stream, group and start (None for `>`); raises where Redis would."""
         resolved = []
         for key, arg in zip(self.keys, self.ids, strict=True):
-            stream = lookup_stream(ctx, key)
+            stream = read_stream(ctx, key)
             group = stream.groups.get(self.group) if stream is not None else None
             if group is None:
                 raise _nogroup(key, self.group, " in XREADGROUP with GROUP option")
@@ -456,6 +457,7 @@ def xreadgroup(ctx, argv):
     """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
+    ctx.server.stats["keyspace_hits"] += len(resolved)  # Redis looks each key up again to serve it
     effects: list = []
     if request.timeout is None or any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved):
         served = _read_group(ctx, request, resolved, effects)
@@ -470,6 +472,7 @@ def xreadgroup(ctx, argv):
     def attempt():
         """Re-run as Redis 7.4 re-executes a woken XREADGROUP: errors release the client."""
         again = request.resolve(ctx)
+        ctx.server.stats["keyspace_hits"] += len(again)
         if not any(_has_new(stream, group) for _key, stream, group, _start in again):
             return None
         retry_effects: list = []
@@ -487,7 +490,7 @@ def xreadgroup(ctx, argv):
 @command("xack", -4, "write fast", keys=(1, 1, 1), group="stream", summary="Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", since="5.0.0", complexity="O(1) for each message ID processed.")
 def xack(ctx, argv):
     """XACK key group id [id ...] -> how many IDs were pending and are now acknowledged."""
-    stream = lookup_stream(ctx, argv[1])
+    stream = read_stream(ctx, argv[1])
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
         return 0, []
@@ -524,7 +527,7 @@ def xpending(ctx, argv):
         end = parse_interval_end(argv[first + 1])
         if first + 3 < argc:
             consumer_name = argv[first + 3]
-    stream = lookup_stream(ctx, argv[1])
+    stream = read_stream(ctx, argv[1])
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
         raise _nogroup(argv[1], argv[2])
@@ -568,7 +571,7 @@ def _entry_reply(stream: Stream, entry_id: int, justid: bool):
 def xclaim(ctx, argv):
     """XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"""
     key, group_name = argv[1], argv[2]
-    stream = lookup_stream(ctx, key)
+    stream = read_stream(ctx, key)
     group = stream.groups.get(group_name) if stream is not None else None
     if group is None:
         raise _nogroup(key, group_name)
@@ -668,7 +671,7 @@ def xautoclaim(ctx, argv):
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    stream = lookup_stream(ctx, key)
+    stream = read_stream(ctx, key)
     group = stream.groups.get(group_name) if stream is not None else None
     if group is None:
         raise _nogroup(key, group_name)
@@ -710,7 +713,7 @@ def xautoclaim(ctx, argv):
 # -- XINFO GROUPS / CONSUMERS -------------------------------------------------------
 
 def _xinfo_stream(ctx, key: bytes) -> Stream:
-    stream = lookup_stream(ctx, key)
+    stream = read_stream(ctx, key)
     if stream is None:
         raise ReplyError("ERR no such key")
     return stream

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from protocol.encoder import encode3
-from protocol.errors import ReplyError
+from protocol.errors import WRONGTYPE, ReplyError
 from protocol.reply import Map, Raw
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, U64_MAX, parse_id, parse_strict_id
@@ -18,6 +18,16 @@ container("xinfo", group="stream", summary="A container for stream introspection
 def lookup_stream(ctx, key: bytes) -> Stream | None:
     """The stream at key, None if absent; WRONGTYPE for another type."""
     return ctx.db.lookup_type(key, ctx.server.now, Stream)
+
+
+def read_stream(ctx, key: bytes) -> Stream | None:
+    """lookup_stream for the commands Redis looks their key up with lookupKeyRead: a keyspace hit
+    or miss in INFO stats (a key of another type is a hit, then WRONGTYPE)."""
+    value = ctx.db.lookup(key, ctx.server.now)
+    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+    if value is not None and type(value) is not Stream:
+        raise ReplyError(WRONGTYPE)
+    return value
 
 
 _COUNTS = {b"%d" % n: n for n in range(1, 1001)}  # the usual COUNT arguments, read without to_int

@@ -28,6 +28,7 @@ from .stream_args import (
     parse_interval_end,
     parse_interval_start,
     parse_timeout,
+    read_stream,
     streams_keys,
     streams_reply,
     subcommand_syntax_error,
@@ -283,7 +284,7 @@ def _range(ctx, argv: list[bytes], rev: bool):
             j += 2
         else:
             raise ReplyError(SYNTAX)
-    stream = lookup_stream(ctx, argv[1])
+    stream = read_stream(ctx, argv[1])
     if stream is None:
         return []
     if count == 0:
@@ -314,7 +315,7 @@ def xrevrange(ctx, argv):
 @command("xlen", 2, "readonly fast", keys=(1, 1, 1), group="stream", since="5.0.0", summary="Return the number of messages in a stream.")
 def xlen(ctx, argv):
     """XLEN key"""
-    stream = lookup_stream(ctx, argv[1])
+    stream = read_stream(ctx, argv[1])
     return 0 if stream is None else stream.length
 
 
@@ -382,10 +383,9 @@ LAST_ENTRY = -1  # XREAD's `+`: resolved again each time the read is tried
 
 def _read(ctx, keys: list[bytes], after: list[int], count: int):
     """Entries newer than after[i] in each stream; None when no stream has any."""
-    db, now = ctx.db, ctx.server.now
     found = []
     for key, gt in zip(keys, after, strict=True):
-        value = db.lookup_type(key, now, Stream)
+        value = read_stream(ctx, key)  # Redis looks every key up again to serve it: a second hit or miss
         if value is None:
             continue
         if not value.length:
@@ -440,7 +440,7 @@ def xread(ctx, argv):
     after: list[int] = []
     db, now = ctx.db, ctx.server.now
     for key, arg in zip(keys, argv[streams_arg + nkeys:], strict=True):
-        stream = db.lookup_type(key, now, Stream)  # WRONGTYPE before the ID is parsed, as Redis
+        stream = read_stream(ctx, key)  # WRONGTYPE before the ID is parsed, as Redis
         if arg == b"$":
             after.append(stream.last_id if stream is not None else 0)
         elif arg == b"+":
@@ -473,6 +473,8 @@ def xread(ctx, argv):
             seen[key] = _stream_mark(value)
         if not signalled:
             return None
+        for key in keys:  # the re-executed command's first pass over the keys
+            read_stream(ctx, key)
         return _read(ctx, keys, after, count)
 
     return Block(list(keys), timeout, attempt, NULL_ARRAY)
@@ -506,7 +508,7 @@ def full_groups_section(stream: Stream, count: int) -> list:
 )
 def xinfo_stream(ctx, argv):
     """XINFO STREAM key [FULL [COUNT count]]"""
-    stream = lookup_stream(ctx, argv[2])
+    stream = read_stream(ctx, argv[2])
     if stream is None:
         raise ReplyError(NO_SUCH_KEY)
     options = argv[3:]
