@@ -274,8 +274,8 @@ def _stats(server) -> list[tuple[str, object]]:
         ("evicted_clients", 0),
         ("total_eviction_exceeded_time", 0),
         ("current_eviction_exceeded_time", 0),
-        ("keyspace_hits", stats["keyspace_hits"]),
-        ("keyspace_misses", stats["keyspace_misses"]),
+        ("keyspace_hits", server.keyspace_hits),
+        ("keyspace_misses", server.keyspace_misses),
         ("pubsub_channels", 0),
         ("pubsub_patterns", 0),
         ("pubsubshard_channels", 0),
@@ -415,6 +415,7 @@ def reset_stats(server) -> None:
     """CONFIG RESETSTAT: zero the counters INFO stats/commandstats/errorstats show."""
     for key in server.stats:
         server.stats[key] = 0
+    server.keyspace_hits = server.keyspace_misses = 0
     server.errorstats.clear()
     for cmd in all_commands():
         cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0

@@ -67,11 +67,11 @@ class Server:
                 "total_error_replies",
                 "rejected_connections",
                 "expired_keys",
-                "keyspace_hits",
-                "keyspace_misses",
             ),
             0,
         )
+        # INFO's keyspace_hits/misses: attributes, not `stats` entries, as GET counts one on every call
+        self.keyspace_hits = self.keyspace_misses = 0
         self.errorstats: dict[str, int] = {}
         self.loop = None  # set by the listener
         self.pending_writes: list = []  # clients with queued replies (Redis's clients_pending_write)

@@ -35,6 +35,8 @@ def hits_and_misses(port: int) -> list[tuple[int, int]]:
         conn.call("FLUSHALL")
         conn.call("MSET", "a", "1", "b", "2")
         conn.call("XADD", "s", "1-1", "f", "v")
+        conn.call("GET", "a")  # a hit and a miss that RESETSTAT must clear
+        conn.call("GET", "nope")
         conn.call("CONFIG", "RESETSTAT")
         seen = []
         for args in COMMANDS:

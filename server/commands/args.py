@@ -39,13 +39,16 @@ def to_float(arg: bytes, error: str = NOT_FLOAT) -> float:
 
 def count_read(server, value) -> None:
     """INFO's keyspace_hits/keyspace_misses, counted where Redis's lookupKeyRead* counts (reads, not writes)."""
-    server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+    if value is None:
+        server.keyspace_misses += 1
+    else:
+        server.keyspace_hits += 1
 
 
 def read_lookup(ctx, key: bytes):
     """The live value at key, looked up for reading: a hit or a miss in INFO stats."""
     value = ctx.db.lookup(key, ctx.server.now)
-    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+    count_read(ctx.server, value)
     return value
 
 

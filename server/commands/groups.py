@@ -457,7 +457,7 @@ def xreadgroup(ctx, argv):
     """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
-    ctx.server.stats["keyspace_hits"] += len(resolved)  # Redis looks each key up again to serve it
+    ctx.server.keyspace_hits += len(resolved)  # Redis looks each key up again to serve it
     effects: list = []
     if request.timeout is None or any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved):
         served = _read_group(ctx, request, resolved, effects)
@@ -472,7 +472,7 @@ def xreadgroup(ctx, argv):
     def attempt():
         """Re-run as Redis 7.4 re-executes a woken XREADGROUP: errors release the client."""
         again = request.resolve(ctx)
-        ctx.server.stats["keyspace_hits"] += len(again)
+        ctx.server.keyspace_hits += len(again)
         if not any(_has_new(stream, group) for _key, stream, group, _start in again):
             return None
         retry_effects: list = []

@@ -41,11 +41,17 @@ def unlink(ctx, argv):
          summary="Determines whether one or more keys exist.", complexity="O(N) where N is the number of keys to check.")
 def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
-    db, now = ctx.db, ctx.server.now
+    server = ctx.server
+    db, now = ctx.db, server.now
+    if len(argv) == 2:  # the usual form, without the generator
+        if db.lookup(argv[1], now) is None:
+            server.keyspace_misses += 1
+            return 0
+        server.keyspace_hits += 1
+        return 1
     found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
-    stats = ctx.server.stats  # each key is a read lookup in Redis: a hit or a miss
-    stats["keyspace_hits"] += found
-    stats["keyspace_misses"] += len(argv) - 1 - found
+    server.keyspace_hits += found  # each key is a read lookup in Redis: a hit or a miss
+    server.keyspace_misses += len(argv) - 1 - found
     return found
 
 
@@ -362,9 +368,8 @@ def touch(ctx, argv):
     """TOUCH key [key ...] -> how many of the keys exist."""
     db, now = ctx.db, ctx.server.now
     found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
-    stats = ctx.server.stats
-    stats["keyspace_hits"] += found
-    stats["keyspace_misses"] += len(argv) - 1 - found
+    ctx.server.keyspace_hits += found
+    ctx.server.keyspace_misses += len(argv) - 1 - found
     return found
 
 

@@ -9,7 +9,7 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, U64_MAX, parse_id, parse_strict_id
 
 from ..command import container
-from .args import LLONG_MAX, to_int
+from .args import LLONG_MAX, read_lookup, to_int
 
 # XINFO's subcommands live in streams.py (STREAM, HELP) and groups.py (GROUPS, CONSUMERS).
 container("xinfo", group="stream", summary="A container for stream introspection commands.", since="5.0.0")
@@ -23,8 +23,7 @@ def lookup_stream(ctx, key: bytes) -> Stream | None:
 def read_stream(ctx, key: bytes) -> Stream | None:
     """lookup_stream for the commands Redis looks their key up with lookupKeyRead: a keyspace hit
     or miss in INFO stats (a key of another type is a hit, then WRONGTYPE)."""
-    value = ctx.db.lookup(key, ctx.server.now)
-    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
+    value = read_lookup(ctx, key)
     if value is not None and type(value) is not Stream:
         raise ReplyError(WRONGTYPE)
     return value

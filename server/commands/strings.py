@@ -27,8 +27,11 @@ def get(ctx, argv):
         when = db.expires.get(key)
         if when is not None and when < ctx.server.now:
             value = db.lookup(key, ctx.server.now)  # the rare path: expired (see Database.expiry)
-    ctx.server.stats["keyspace_misses" if value is None else "keyspace_hits"] += 1
-    if value is None or type(value) is bytes:
+    if value is None:
+        ctx.server.keyspace_misses += 1
+        return None
+    ctx.server.keyspace_hits += 1
+    if type(value) is bytes:
         return value
     raise ReplyError(WRONGTYPE)
 
@@ -151,9 +154,9 @@ def mget(ctx, argv):
         if value is not None:
             found += 1
         values.append(value if type(value) is bytes else None)
-    stats = ctx.server.stats
-    stats["keyspace_hits"] += found
-    stats["keyspace_misses"] += len(values) - found
+    server = ctx.server
+    server.keyspace_hits += found
+    server.keyspace_misses += len(values) - found
     return values
 
 
