@@ -191,6 +191,7 @@ def test_lazy_expiry(r):
     r.set("k", 1, px=30)
     assert r.exists("k") == 1
     time.sleep(0.05)
+    assert r.exists("k") == 0
     assert r.get("k") is None
     assert r.ttl("k") == -2
     assert r.dbsize() == 0

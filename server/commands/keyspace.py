@@ -43,12 +43,13 @@ def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
     server = ctx.server
     db, now = ctx.db, server.now
-    if len(argv) == 2:  # the usual form, without the generator
-        if db.lookup(argv[1], now) is None:
-            server.keyspace_misses += 1
-            return 0
-        server.keyspace_hits += 1
-        return 1
+    if len(argv) == 2:  # the usual form: no generator, and no lookup call without TTLs
+        key = argv[1]
+        if db.lookup(key, now) is not None if db.expires else key in db.data:
+            server.keyspace_hits += 1
+            return 1
+        server.keyspace_misses += 1
+        return 0
     found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
     server.keyspace_hits += found  # each key is a read lookup in Redis: a hit or a miss
     server.keyspace_misses += len(argv) - 1 - found
