@@ -77,3 +77,22 @@ class RawConn:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def hits_and_misses(port: int, setup: list[tuple], commands: list[tuple]) -> list[tuple[int, int]]:
+    """INFO's (keyspace_hits, keyspace_misses) after each of `commands`, on a flushed server where
+    `setup` ran before CONFIG RESETSTAT."""
+    conn = RawConn(port)
+    try:
+        conn.call("FLUSHALL")
+        for args in setup:
+            conn.call(*args)
+        conn.call("CONFIG", "RESETSTAT")
+        seen = []
+        for args in commands:
+            conn.call(*args)
+            stats = dict(line.split(":", 1) for line in conn.call("INFO", "stats").decode().split("\r\n") if ":" in line)
+            seen.append((int(stats["keyspace_hits"]), int(stats["keyspace_misses"])))
+        return seen
+    finally:
+        conn.close()

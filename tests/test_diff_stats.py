@@ -7,7 +7,7 @@ Stream commands are compared in tests/test_streams_stats_diff.py.
 
 from __future__ import annotations
 
-from tests.rawclient import RawConn
+from tests.rawclient import hits_and_misses
 
 COMMANDS = [
     ("GET", "a"), ("GET", "nope"), ("MGET", "a", "nope", "b", "s"), ("EXISTS", "a", "nope", "a"), ("TYPE", "a"),
@@ -29,26 +29,11 @@ COMMANDS = [
 ]  # fmt: skip
 
 
-def hits_and_misses(port: int) -> list[tuple[int, int]]:
-    conn = RawConn(port)
-    try:
-        conn.call("FLUSHALL")
-        conn.call("MSET", "a", "1", "b", "2")
-        conn.call("XADD", "s", "1-1", "f", "v")
-        conn.call("GET", "a")  # a hit and a miss that RESETSTAT must clear
-        conn.call("GET", "nope")
-        conn.call("CONFIG", "RESETSTAT")
-        seen = []
-        for args in COMMANDS:
-            conn.call(*args)
-            stats = dict(line.split(":", 1) for line in conn.call("INFO", "stats").decode().split("\r\n") if ":" in line)
-            seen.append((int(stats["keyspace_hits"]), int(stats["keyspace_misses"])))
-        return seen
-    finally:
-        conn.close()
+# The GETs: a hit and a miss that RESETSTAT must clear.
+SETUP = [("MSET", "a", "1", "b", "2"), ("XADD", "s", "1-1", "f", "v"), ("GET", "a"), ("GET", "nope")]
 
 
 def test_keyspace_hits_and_misses_match_redis(server, oracle_server):
-    ours, theirs = hits_and_misses(server.port), hits_and_misses(oracle_server.port)
+    ours, theirs = hits_and_misses(server.port, SETUP, COMMANDS), hits_and_misses(oracle_server.port, SETUP, COMMANDS)
     for args, got, want in zip(COMMANDS, ours, theirs, strict=True):
         assert got == want, f"after {args}: millrace (hits, misses) {got} != redis {want}"

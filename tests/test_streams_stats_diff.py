@@ -8,7 +8,7 @@ count nothing. A key of another type is a hit before WRONGTYPE.
 
 from __future__ import annotations
 
-from tests.rawclient import RawConn
+from tests.rawclient import hits_and_misses
 
 # Redis's xreadCommand looks each key up twice (resolving the IDs, then serving), XREADGROUP too.
 
@@ -34,26 +34,11 @@ COMMANDS = [
 ]  # fmt: skip
 
 
-def hits_and_misses(port: int) -> list[tuple[int, int]]:
-    conn = RawConn(port)
-    try:
-        conn.call("FLUSHALL")
-        conn.call("SET", "a", "1")
-        conn.call("XADD", "s", "1-1", "f", "v")
-        conn.call("XGROUP", "CREATE", "s", "g", "0")
-        conn.call("CONFIG", "RESETSTAT")
-        seen = []
-        for args in COMMANDS:
-            conn.call(*args)
-            stats = dict(line.split(":", 1) for line in conn.call("INFO", "stats").decode().split("\r\n") if ":" in line)
-            seen.append((int(stats["keyspace_hits"]), int(stats["keyspace_misses"])))
-        return seen
-    finally:
-        conn.close()
+SETUP = [("SET", "a", "1"), ("XADD", "s", "1-1", "f", "v"), ("XGROUP", "CREATE", "s", "g", "0")]
 
 
 def test_stream_commands_count_hits_and_misses_as_redis(server, oracle_server):
-    ours, theirs = hits_and_misses(server.port), hits_and_misses(oracle_server.port)
+    ours, theirs = hits_and_misses(server.port, SETUP, COMMANDS), hits_and_misses(oracle_server.port, SETUP, COMMANDS)
     previous = ((0, 0), (0, 0))
     for args, got, want in zip(COMMANDS, ours, theirs, strict=True):
         delta = (got[0] - previous[0][0], got[1] - previous[0][1]), (want[0] - previous[1][0], want[1] - previous[1][1])

@@ -248,6 +248,20 @@ def call_wire(conn: RawConn, argv: list[str]) -> tuple[bytes, object]:
             return wire, ("error", str(reply)) if isinstance(reply, hiredis.ReplyError) else reply
 
 
+def assert_same_wire(port: int, oracle_port: int, commands: list, protocol: int = 2) -> None:
+    """Play commands on a fresh connection to each server (flushed, in `protocol`); each reply's bytes must match."""
+    ours, theirs = RawConn(port), RawConn(oracle_port)
+    try:
+        for conn in (ours, theirs):
+            conn.call("HELLO", str(protocol))
+            conn.call("FLUSHALL")
+        for argv in commands:
+            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def call(conn: RawConn, argv: list[str]):
     return call_wire(conn, argv)[1]
 
@@ -347,7 +361,6 @@ def test_mixed_workload_matches_redis(server, oracle_server, seed, protocol):
 @pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
 def test_a_key_named_twice_is_answered_twice(server, oracle_server, protocol):
     """XREAD/XREADGROUP serve each named stream in turn, repeats included; RESP3's map repeats the key too."""
-    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
     commands = [
         ["XADD", "s", "1-1", "a", "1"],
         ["XADD", "s", "1-2", "b", "2"],
@@ -360,21 +373,12 @@ def test_a_key_named_twice_is_answered_twice(server, oracle_server, protocol):
         ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "s", "0", ">"],
         ["XPENDING", "s", "g"],
     ]
-    try:
-        for conn in (ours, theirs):
-            conn.call("HELLO", str(protocol))
-            conn.call("FLUSHALL")
-        for argv in commands:
-            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
-    finally:
-        ours.close()
-        theirs.close()
+    assert_same_wire(server.port, oracle_server.port, commands, protocol)
 
 
 def test_createconsumer_arity_is_redis_s_for_clients(server, oracle_server):
     """XGROUP CREATECONSUMER takes exactly 5 arguments from clients, refused at queue time inside
     MULTI too; only loading/replica clients may add Millrace's effect-only SEENTIME/ACTIVETIME."""
-    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
     commands = [
         ["XADD", "s", "1-1", "f", "v"],
         ["XGROUP", "CREATE", "s", "g", "0"],
@@ -385,20 +389,12 @@ def test_createconsumer_arity_is_redis_s_for_clients(server, oracle_server):
         ["EXEC"],
         ["COMMAND", "INFO", "xgroup|createconsumer"],
     ]
-    try:
-        for conn in (ours, theirs):
-            conn.call("FLUSHALL")
-        for argv in commands:
-            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
-    finally:
-        ours.close()
-        theirs.close()
+    assert_same_wire(server.port, oracle_server.port, commands)
 
 
 def test_names_with_cr_lf_in_error_lines(server, oracle_server):
     """An error echoing a group, option or subcommand name turns its CR/LF into spaces (Redis's
     addReplyErrorFormat); sent raw they ended the error line early and desynchronised the client."""
-    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
     commands = [
         ["XADD", "s", "1-1", "f", "v"],
         ["XGROUP", "CREATE", "s", "g", "0"],
@@ -410,19 +406,11 @@ def test_names_with_cr_lf_in_error_lines(server, oracle_server):
         ["XGROUP", "\r\nX\r\n"],
         ["PING"],
     ]
-    try:
-        for conn in (ours, theirs):
-            conn.call("FLUSHALL")
-        for argv in commands:
-            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
-    finally:
-        ours.close()
-        theirs.close()
+    assert_same_wire(server.port, oracle_server.port, commands)
 
 
 def test_names_that_are_not_utf8_in_error_lines(server, oracle_server):
     """Error texts quote names byte for byte, as Redis does (no U+FFFD), cut at 128 bytes where Redis cuts."""
-    ours, theirs = RawConn(server.port), RawConn(oracle_server.port)
     commands = [
         [b"XADD", b"s\xff", b"1-1", b"f", b"v"],
         [b"XREADGROUP", b"GROUP", b"g\xfe", b"c", b"STREAMS", b"s\xff", b">"],
@@ -434,11 +422,4 @@ def test_names_that_are_not_utf8_in_error_lines(server, oracle_server):
         [b"XGROUP", b"CREATE", "é".encode() * 100],
         [b"XINFO", b"STREAM", b"s\xff", b"FULL", b"COUNT", b"1", "é".encode() * 100],
     ]
-    try:
-        for conn in (ours, theirs):
-            conn.call("FLUSHALL")
-        for argv in commands:
-            assert call_wire(ours, argv)[0] == call_wire(theirs, argv)[0], argv
-    finally:
-        ours.close()
-        theirs.close()
+    assert_same_wire(server.port, oracle_server.port, commands)
