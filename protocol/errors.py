@@ -29,3 +29,16 @@ OVERFLOW = "ERR increment or decrement would overflow"
 
 def wrong_arity(name: str) -> ReplyError:
     return ReplyError(f"ERR wrong number of arguments for '{name}' command")
+
+
+def arg_text(arg: bytes) -> str:
+    """An argument quoted in an error text, as Redis quotes it: byte for byte (Server.error encodes
+    the text back with surrogateescape, so bytes that are not UTF-8 come out as they came in)."""
+    return arg.decode("utf-8", "surrogateescape")
+
+
+def subcommand_error(argv: list[bytes]) -> ReplyError:
+    """Redis's reply to a container command's unknown subcommand or wrong argument count."""
+    return ReplyError(
+        f"ERR unknown subcommand or wrong number of arguments for '{arg_text(argv[1][:128])}'. Try {arg_text(argv[0]).upper()} HELP."
+    )

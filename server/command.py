@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from protocol.errors import ReplyError, wrong_arity
+from protocol.errors import ReplyError, arg_text, wrong_arity
 
 KeySpec = tuple[int, int, int]
 
@@ -78,7 +78,7 @@ class Command:
         sub = self.subcommands.get(argv[1].lower())
         if sub is None:
             raise ReplyError(
-                f"ERR unknown subcommand '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. "
+                f"ERR unknown subcommand '{arg_text(argv[1][:128])}'. "
                 f"Try {self.name.upper()} HELP."
             )
         return sub
@@ -96,8 +96,13 @@ def command(
     summary: str = "",
     since: str = "1.0.0",
     complexity: str = "O(1)",
+    loading_max_args: int = 0,
 ) -> Callable[[Callable], Callable]:
-    """Declare a command (or `parent|sub` subcommand) and register its handler."""
+    """Declare a command (or `parent|sub` subcommand) and register its handler.
+
+    `loading_max_args`: a longer argc accepted from loading/replica clients only, for a write
+    whose effect carries options clients may not send.
+    """
 
     def register(handler: Callable | None) -> Callable | None:
         flagset = frozenset(flags.split())
@@ -116,6 +121,7 @@ def command(
             blocking="blocking" in flagset,
             min_args=abs(arity),
             max_args=arity if arity > 0 else 2**31,
+            loading_max_args=loading_max_args,
         )
         if "|" in name:
             parent_name, sub = name.split("|", 1)

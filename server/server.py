@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from protocol.errors import ReplyError
+from protocol.errors import ReplyError, arg_text
 from protocol.reply import Error
 from storage.keyspace import Keyspace
 
@@ -175,7 +175,7 @@ class Server:
         self.errorstats[code] = self.errorstats.get(code, 0) + 1
         if rejected and cmd is not None:
             cmd.rejected_calls += 1
-        data = message.encode("utf-8", "surrogateescape")  # names echoed byte for byte (see stream_args.echo)
+        data = message.encode("utf-8", "surrogateescape")  # names echoed byte for byte (see protocol.errors.arg_text)
         if b"\r" in data or b"\n" in data:
             # As Redis's addReplyErrorFormat: a name echoed in the text must not end the line early.
             data = data.strip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")
@@ -391,4 +391,4 @@ def _unknown_command(argv: list[bytes]) -> str:
             break
         args += b"'" + arg[: 128 - len(args)] + b"' "
     text = b"ERR unknown command '" + argv[0][:128] + b"', with args beginning with: " + args
-    return text.decode("utf-8", "surrogateescape")  # Server.error encodes it back to these bytes
+    return arg_text(text)  # Server.error encodes it back to these bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from protocol.errors import ReplyError
+from protocol.errors import ReplyError, arg_text
 
 from ..command import command, container
 from .args import help_reply, to_int
@@ -41,7 +41,7 @@ def acl_cat(ctx, argv):
         raise ReplyError("ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.")
     category = argv[2].decode(errors="replace").lower()
     if category not in CATEGORY_ORDER:
-        raise ReplyError(f"ERR Unknown category '{argv[2].decode('utf-8', 'surrogateescape')}'")
+        raise ReplyError(f"ERR Unknown category '{arg_text(argv[2])}'")
     return [cmd.name.encode() for cmd in all_names() if cmd.handler is not None and category in acl_categories(cmd)]
 
 

@@ -45,17 +45,14 @@ def count_read(server, value) -> None:
         server.keyspace_hits += 1
 
 
-def read_lookup(ctx, key: bytes):
-    """The live value at key, looked up for reading: a hit or a miss in INFO stats."""
+def read_lookup(ctx, key: bytes, kind: type | None = None):
+    """The live value at key, looked up for reading: a hit or a miss in INFO stats.
+
+    With `kind` (bytes, Stream), a key of another type is a hit, then WRONGTYPE, as in Redis.
+    """
     value = ctx.db.lookup(key, ctx.server.now)
     count_read(ctx.server, value)
-    return value
-
-
-def read_string(ctx, key: bytes) -> bytes | None:
-    """read_lookup for a string: a key of another type is a hit, then WRONGTYPE."""
-    value = read_lookup(ctx, key)
-    if value is not None and type(value) is not bytes:
+    if kind is not None and value is not None and type(value) is not kind:
         raise ReplyError(WRONGTYPE)
     return value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from protocol.errors import SYNTAX, ReplyError
+from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Raw, Verbatim
 
 from ..client import OFF, ON, SKIP_NEXT
@@ -100,7 +100,7 @@ def client_setinfo(ctx, argv):
     """CLIENT SETINFO LIB-NAME|LIB-VER value (redis-py sends both on connect)."""
     attr = argv[2].lower()
     if attr not in (b"lib-name", b"lib-ver"):
-        raise ReplyError(f"ERR Unrecognized option '{argv[2].decode('utf-8', 'surrogateescape')}'")
+        raise ReplyError(f"ERR Unrecognized option '{arg_text(argv[2])}'")
     validate_name(argv[3], argv[2].decode(errors="replace"))
     if attr == b"lib-name":
         ctx.lib_name = argv[3]
@@ -124,7 +124,7 @@ def client_list(ctx, argv):
     elif len(argv) == 4 and argv[2].lower() == b"type":
         kind = argv[3].lower().decode(errors="replace")
         if kind not in CLIENT_TYPES:
-            raise ReplyError(f"ERR Unknown client type '{argv[3].decode('utf-8', 'surrogateescape')}'")
+            raise ReplyError(f"ERR Unknown client type '{arg_text(argv[3])}'")
         chosen = [c for c in clients.values() if client_type(c) == kind]
     elif len(argv) > 3 and argv[2].lower() == b"id":
         chosen = []
@@ -279,8 +279,7 @@ def client_unblock(ctx, argv):
 def client_pause(ctx, argv):
     """CLIENT PAUSE timeout [WRITE|ALL]"""
     if len(argv) > 4:  # Redis matches PAUSE on 3 or 4 arguments only, then falls to its subcommand error
-        name = argv[1][:128].decode("utf-8", "surrogateescape")
-        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{name}'. Try CLIENT HELP.")
+        raise subcommand_error(argv)
     write_only = False
     if len(argv) == 4:
         mode = argv[3].lower()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from protocol.errors import SYNTAX, ReplyError
+from protocol.errors import SYNTAX, ReplyError, arg_text
 from protocol.reply import OK, PONG, Map, Simple
 
 from .. import REDIS_VERSION
@@ -110,7 +110,7 @@ def hello(ctx, argv):
             validate_name(name)
             index += 2
         else:
-            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[index].decode('utf-8', 'surrogateescape')}'")
+            raise ReplyError(f"ERR Syntax error in HELLO option '{arg_text(argv[index])}'")
     if credentials is not None:
         authenticate(ctx, *credentials)
     if not ctx.authenticated:

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 from itertools import islice
 
-from protocol.errors import SYNTAX, ReplyError, wrong_arity
+from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_strict_id
 
 from ..blocking import Block
-from ..command import COMMANDS, command, container
+from ..command import command, container
 from .args import LLONG_MAX, help_reply, to_int
 from .stream_args import (
-    echo,
     lookup_stream,
     parse_count,
     parse_interval_end,
@@ -41,7 +40,6 @@ from .stream_args import (
     read_stream,
     streams_keys,
     streams_reply,
-    subcommand_syntax_error,
 )
 from .streams import wire_entries
 
@@ -117,11 +115,11 @@ def _int_bytes(value: int) -> bytes:
 
 
 def _nogroup(key: bytes, group: bytes, suffix: str = "") -> ReplyError:
-    return ReplyError(f"NOGROUP No such key '{echo(key)}' or consumer group '{echo(group)}'{suffix}")
+    return ReplyError(f"NOGROUP No such key '{arg_text(key)}' or consumer group '{arg_text(group)}'{suffix}")
 
 
 def _no_such_group(group: bytes, key: bytes) -> ReplyError:
-    return ReplyError(f"NOGROUP No such consumer group '{echo(group)}' for key name '{echo(key)}'")
+    return ReplyError(f"NOGROUP No such consumer group '{arg_text(group)}' for key name '{arg_text(key)}'")
 
 
 def _help(name: str, lines: list[str]) -> list[Simple]:
@@ -174,7 +172,7 @@ def _xgroup_prologue(ctx, argv: list[bytes], group_must_exist: bool):
                 raise ReplyError("ERR value for ENTRIESREAD must be positive or -1")
             i += 2
         else:
-            raise subcommand_syntax_error(argv)
+            raise subcommand_error(argv)
     stream = lookup_stream(ctx, argv[2])
     group = None
     if not mkstream:
@@ -191,7 +189,7 @@ def xgroup_create(ctx, argv):
     """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read] -> OK"""
     stream, _group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, False)
     if not 5 <= len(argv) <= 8:
-        raise subcommand_syntax_error(argv)
+        raise subcommand_error(argv)
     key, name = argv[2], argv[3]
     if argv[4] == b"$":
         last_id = stream.last_id if stream is not None else 0
@@ -219,7 +217,7 @@ def xgroup_setid(ctx, argv):
     """XGROUP SETID key group <id | $> [ENTRIESREAD entries-read] -> OK"""
     stream, group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, True)
     if len(argv) not in (5, 7):
-        raise subcommand_syntax_error(argv)
+        raise subcommand_error(argv)
     last_id = stream.last_id if argv[4] == b"$" else parse_id(argv[4], 0)
     if getattr(ctx, "loading", False):
         # An effect states the counter exactly, even one a read pushed past a lowered entries-added.
@@ -239,7 +237,8 @@ def xgroup_destroy(ctx, argv):
     return 1, [[b"XGROUP", b"DESTROY", argv[2], argv[3]]]
 
 
-@command("xgroup|createconsumer", 5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer in a consumer group.", since="6.2.0")
+@command("xgroup|createconsumer", 5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer in a consumer group.", since="6.2.0",
+         loading_max_args=9)  # the effect's SEENTIME/ACTIVETIME pair, from loading clients only
 def xgroup_createconsumer(ctx, argv):
     """XGROUP CREATECONSUMER key group consumer -> 1 if created, 0 if it existed.
 
@@ -260,10 +259,6 @@ def xgroup_createconsumer(ctx, argv):
     elif not created:
         return 0, []
     return int(created), [consumer_effect(argv[2], argv[3], consumer)]
-
-
-# Redis's arity (5) for everyone; the effect's SEENTIME/ACTIVETIME pair from loading clients only.
-COMMANDS[b"xgroup"].subcommands[b"createconsumer"].loading_max_args = 9
 
 
 @command("xgroup|delconsumer", 5, "write", keys=(2, 2, 1), group="stream", summary="Deletes a consumer from a consumer group.", since="5.0.0")
@@ -609,7 +604,7 @@ def xclaim(ctx, argv):
             j += 1
             last_id = parse_strict_id(argv[j])
         else:
-            raise ReplyError(f"ERR Unrecognized XCLAIM option '{echo(argv[j])}'")
+            raise ReplyError(f"ERR Unrecognized XCLAIM option '{arg_text(argv[j])}'")
         j += 1
     effects: list = []
     if last_id > group.last_id:

@@ -8,7 +8,7 @@ changed nothing propagates nothing.
 
 from __future__ import annotations
 
-from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError
+from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError, arg_text
 from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
@@ -235,7 +235,7 @@ def _expire(ctx, argv, unit_ms: int, relative: bool):
     for option in argv[3:] if len(argv) > 3 else ():
         flag = _EXPIRE_FLAGS.get(option.upper())
         if flag is None:
-            raise ReplyError(f"ERR Unsupported option {option.decode('utf-8', 'surrogateescape')}")
+            raise ReplyError(f"ERR Unsupported option {arg_text(option)}")
         flags |= flag
     nx, xx, gt, lt = flags & 1, flags & 2, flags & 4, flags & 8
     if nx and (xx or gt or lt):
@@ -366,12 +366,8 @@ def persist(ctx, argv):
          summary="Returns the number of existing keys out of those specified after updating the time they were last accessed.",
          complexity="O(N) where N is the number of keys that will be touched.")
 def touch(ctx, argv):
-    """TOUCH key [key ...] -> how many of the keys exist."""
-    db, now = ctx.db, ctx.server.now
-    found = sum(1 for key in argv[1:] if db.lookup(key, now) is not None)
-    ctx.server.keyspace_hits += found
-    ctx.server.keyspace_misses += len(argv) - 1 - found
-    return found
+    """TOUCH key [key ...] -> how many of the keys exist: EXISTS, as Millrace keeps no access times."""
+    return exists(ctx, argv)
 
 
 def _target_db(ctx, arg: bytes):
@@ -488,15 +484,11 @@ def _integer_encoded(value: bytes) -> bool:
     return True
 
 
-def _object_value(ctx, key: bytes):
-    return read_lookup(ctx, key)
-
-
 @command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the internal encoding of a Redis object.")
 def object_encoding(ctx, argv):
     """OBJECT ENCODING key -> int, embstr (up to 44 bytes) or raw for strings, by content; stream for streams."""
-    value = _object_value(ctx, argv[2])
+    value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     if type(value) is not bytes:
@@ -510,7 +502,7 @@ def object_encoding(ctx, argv):
          summary="Returns the reference count of a value of a key.")
 def object_refcount(ctx, argv):
     """OBJECT REFCOUNT key -> 1, or Redis's shared-object count for the small integers it shares (0..9999)."""
-    value = _object_value(ctx, argv[2])
+    value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     shared = type(value) is bytes and _integer_encoded(value) and 0 <= int(value) < OBJ_SHARED_INTEGERS
@@ -522,7 +514,7 @@ def object_refcount(ctx, argv):
          summary="Returns the time since the last access to a Redis object.")
 def object_idletime(ctx, argv):
     """OBJECT IDLETIME key -> 0: access times are not tracked (that would cost every GET)."""
-    value = _object_value(ctx, argv[2])
+    value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     if "lfu" in ctx.server.config["maxmemory-policy"]:
@@ -535,7 +527,7 @@ def object_idletime(ctx, argv):
          summary="Returns the logarithmic access frequency counter of a Redis object.")
 def object_freq(ctx, argv):
     """OBJECT FREQ key: only under an LFU maxmemory policy."""
-    value = _object_value(ctx, argv[2])
+    value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     if "lfu" not in ctx.server.config["maxmemory-policy"]:

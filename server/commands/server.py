@@ -6,7 +6,7 @@ import logging
 import os
 import time
 
-from protocol.errors import SYNTAX, ReplyError
+from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Map, Verbatim
 
 from ..command import command, container
@@ -108,7 +108,7 @@ def config_set(ctx, argv):
     if len(argv) % 2:
         raise ReplyError(SYNTAX)
     # names echo byte for byte in errors; values stay text (CONFIG GET and REWRITE write them out as UTF-8)
-    pairs = [(argv[i].decode("utf-8", "surrogateescape"), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
+    pairs = [(arg_text(argv[i]), argv[i + 1].decode(errors="replace")) for i in range(2, len(argv), 2)]
     ctx.server.config.set_many(pairs)
     return OK
 
@@ -268,9 +268,7 @@ def debug(ctx, argv):
         if hook is None:
             raise ReplyError(f"ERR DEBUG {sub.decode().upper()} not supported yet: Millrace has no persistence in this build")
         return hook(argv[2:])
-    raise ReplyError(
-        f"ERR unknown subcommand or wrong number of arguments for '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. Try DEBUG HELP."
-    )
+    raise subcommand_error(argv)
 
 
 # -- FUNCTION (no scripting: the library is always empty) ----------------------
@@ -291,7 +289,7 @@ def function_list(ctx, argv):
         elif option == b"libraryname":
             raise ReplyError("ERR library name argument was not given")
         else:
-            raise ReplyError(f"ERR Unknown argument {argv[index].decode('utf-8', 'surrogateescape')}")
+            raise ReplyError(f"ERR Unknown argument {arg_text(argv[index])}")
     return []
 
 
@@ -393,7 +391,7 @@ def slowlog_get(ctx, argv):
         if count == -1:
             count = len(entries)
     elif len(argv) > 3:
-        raise ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{argv[1][:128].decode('utf-8', 'surrogateescape')}'. Try SLOWLOG HELP.")
+        raise subcommand_error(argv)
     return [list(entry) for entry in list(entries)[:count]]
 
 

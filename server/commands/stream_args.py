@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from protocol.encoder import encode3
-from protocol.errors import WRONGTYPE, ReplyError
+from protocol.errors import ReplyError
 from protocol.reply import Map, Raw
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, U64_MAX, parse_id, parse_strict_id
@@ -21,12 +21,8 @@ def lookup_stream(ctx, key: bytes) -> Stream | None:
 
 
 def read_stream(ctx, key: bytes) -> Stream | None:
-    """lookup_stream for the commands Redis looks their key up with lookupKeyRead: a keyspace hit
-    or miss in INFO stats (a key of another type is a hit, then WRONGTYPE)."""
-    value = read_lookup(ctx, key)
-    if value is not None and type(value) is not Stream:
-        raise ReplyError(WRONGTYPE)
-    return value
+    """lookup_stream for the commands Redis looks their key up with lookupKeyRead (a keyspace hit or miss)."""
+    return read_lookup(ctx, key, Stream)
 
 
 _COUNTS = {b"%d" % n: n for n in range(1, 1001)}  # the usual COUNT arguments, read without to_int
@@ -92,15 +88,3 @@ def parse_interval_end(arg: bytes) -> int:
             raise ReplyError("ERR invalid end ID for the interval")
         return entry_id - 1
     return parse_id(arg, U64_MAX)
-
-
-def echo(arg: bytes) -> str:
-    """An argument quoted in an error text: Server.error writes its bytes back as they came (not UTF-8 is kept)."""
-    return arg.decode("utf-8", "surrogateescape")
-
-
-def subcommand_syntax_error(argv: list[bytes]) -> ReplyError:
-    return ReplyError(
-        f"ERR unknown subcommand or wrong number of arguments for '{echo(argv[1][:128])}'. "
-        f"Try {echo(argv[0]).upper()} HELP."
-    )

@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from hiredis import pack_command
 
-from protocol.errors import SYNTAX, ReplyError, wrong_arity
+from protocol.errors import SYNTAX, ReplyError, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
 from storage.stream import Node, Stream, expand_rows
@@ -31,7 +31,6 @@ from .stream_args import (
     read_stream,
     streams_keys,
     streams_reply,
-    subcommand_syntax_error,
 )
 
 NO_SUCH_KEY = "ERR no such key"
@@ -516,10 +515,10 @@ def xinfo_stream(ctx, argv):
     count = 10
     if full:
         if len(options) not in (1, 3) or options[0].lower() != b"full":
-            raise subcommand_syntax_error(argv)
+            raise subcommand_error(argv)
         if len(options) == 3:
             if options[1].lower() != b"count":
-                raise subcommand_syntax_error(argv)
+                raise subcommand_error(argv)
             count = to_int(options[2])
             if count < 0:
                 count = 10

@@ -14,7 +14,7 @@ from protocol.errors import OVERFLOW, SYNTAX, WRONGTYPE, ReplyError, wrong_arity
 from protocol.reply import OK
 
 from ..command import command
-from .args import LLONG_MAX, LLONG_MIN, count_read, read_lookup, read_string, to_int
+from .args import LLONG_MAX, LLONG_MIN, count_read, read_lookup, to_int
 
 
 @command("get", 2, "readonly fast", keys=(1, 1, 1), group="string", summary="Returns the string value of a key.")
@@ -133,7 +133,7 @@ def set_(ctx, argv):
 def getdel(ctx, argv):
     """GETDEL key -> the value, and the key is deleted."""
     key, db, now = argv[1], ctx.db, ctx.server.now
-    value = read_string(ctx, key)
+    value = read_lookup(ctx, key, bytes)
     if value is None:
         return None, []
     db.delete(key, now)
@@ -246,7 +246,7 @@ def append(ctx, argv):
          summary="Returns the length of a string value.")
 def strlen(ctx, argv):
     """STRLEN key -> the length, 0 without key."""
-    value = read_string(ctx, argv[1])
+    value = read_lookup(ctx, argv[1], bytes)
     return 0 if value is None else len(value)
 
 
@@ -292,7 +292,7 @@ def psetex(ctx, argv):
 def getset(ctx, argv):
     """GETSET key value -> the old value; like SET, the TTL is dropped."""
     key, db = argv[1], ctx.db
-    old = read_string(ctx, key)
+    old = read_lookup(ctx, key, bytes)
     db.set(key, argv[2])
     return old, [[b"SET", key, argv[2]]]
 
@@ -330,7 +330,7 @@ def getex(ctx, argv):
             raise ReplyError(SYNTAX)
         index += 1
     key, db, now = argv[1], ctx.db, ctx.server.now
-    value = read_string(ctx, key)
+    value = read_lookup(ctx, key, bytes)
     if value is None:
         return None, []
     when = _expire_ms(ctx, expire_arg, flags, "getex") if expire_arg is not None else None
@@ -351,7 +351,7 @@ def getex(ctx, argv):
 def getrange(ctx, argv):
     """GETRANGE key start end: inclusive, negative indexes count from the end."""
     start, end = to_int(argv[2]), to_int(argv[3])
-    value = read_string(ctx, argv[1])
+    value = read_lookup(ctx, argv[1], bytes)
     if value is None:
         return b""
     length = len(value)
