@@ -28,6 +28,7 @@ _LF = 10  # b"\n"
 # seconds). Such counts are refused before hiredis sees them.
 _HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
 _huge_search = _HUGE_COUNT.search
+_UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
 _COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
 
@@ -186,7 +187,10 @@ class RequestReader:
     `feed` returns the complete commands in the bytes read so far and, when the
     stream turns malformed, the Redis error text to answer before closing (the
     commands before the bad one still run, as in Redis); an empty text means
-    close without a reply (client-query-buffer-limit).
+    close without a reply (client-query-buffer-limit). `request` is the lane
+    for the usual read of a request/reply client, one whole request: it returns
+    that argv without the list and tuple around it, and hands any other read on
+    to `feed`.
 
     hiredis does not say whether it stopped inside a command (its `has_data()`
     is false after any complete element, inside an array too; only right after
@@ -197,10 +201,11 @@ class RequestReader:
     -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "max_bulk_len", "max_query_buffer", "unauthenticated")
+    __slots__ = ("_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "max_bulk_len", "max_query_buffer", "unauthenticated")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
+        self._first = _UNREAD  # hiredis's first reply from a read `request` passed on to `feed`
         self._inline = b""  # an inline line not yet ended
         self._fresh = True
         self._carry = 0
@@ -211,17 +216,46 @@ class RequestReader:
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
 
-    def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
-        commands: list[list[bytes]] = []
-        if self._clean and data and data[0] == _STAR and data[-1] == _LF and _huge_search(data) is None:
-            # The usual read: whole requests from a command boundary (ending
-            # with a line end, so no count is cut at the edge). Anything unusual
-            # in it is parsed again from the start by the general path.
+    def request(self, data: bytes) -> list[bytes] | None:
+        """The usual read of a request/reply client: `data` is one whole request, read from a
+        command boundary; its argv. None for any other read, which `feed` must then be given:
+        it goes on from where this stopped (hiredis may have seen the bytes already)."""
+        if self._clean and data[-1] == _LF and data[0] == _STAR and _huge_search(data) is None:
             reader = self._reader
             reader.feed(data)
             self._fresh = False
             try:
                 argv = reader.gets()
+            except hiredis.ProtocolError:
+                argv = None
+            if type(argv) is list and argv and not reader.has_data():
+                try:  # requests are arrays of bulk strings only: a C-level join checks every argument
+                    b"".join(argv)
+                except TypeError:
+                    pass
+                else:
+                    return argv
+            self._first = argv
+        return None
+
+    def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
+        commands: list[list[bytes]] = []
+        argv = self._first
+        if argv is not _UNREAD:
+            self._first = _UNREAD  # hiredis has this read: `request` took its first reply
+        elif self._clean and data and data[0] == _STAR and data[-1] == _LF and _huge_search(data) is None:
+            self._reader.feed(data)
+            self._fresh = False
+            try:
+                argv = self._reader.gets()
+            except hiredis.ProtocolError:
+                argv = None
+        if argv is not _UNREAD:
+            # The usual read: whole requests from a command boundary (ending
+            # with a line end, so no count is cut at the edge). Anything unusual
+            # in it is parsed again from the start by the general path.
+            reader = self._reader
+            try:
                 while type(argv) is list and argv:
                     commands.append(argv)
                     # hiredis stops right after a complete request: unread bytes

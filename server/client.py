@@ -113,8 +113,9 @@ class Client(asyncio.Protocol):
         server = self.server
         self.last_interaction = server.now = _time_ns() // 1_000_000
         server.net_input_bytes += len(data)
-        commands, error = self.reader.feed(data)
-        if len(commands) != 1 or error is not None or not self.authenticated or self.blocked is not None or self.pending:
+        argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending else None
+        if argv is None:
+            commands, error = self.reader.feed(data)
             if error is not None or not self.authenticated:
                 self._refuse(commands, error)
             if self.blocked is not None or self.pending:
@@ -122,11 +123,11 @@ class Client(asyncio.Protocol):
             elif commands:
                 self.run(commands)
             return
-        # One request from an ordinary client, the usual read of a request/reply
-        # client: run([argv]) unrolled, calling `call` when execute() has nothing to check.
-        argv = commands[0]
+        # One request from a client outside MULTI, not blocked, authenticated: the usual
+        # read of a request/reply client. run([argv]) unrolled, calling `call` when
+        # execute() has nothing to check.
         cmd = server.commands.get(argv[0])
-        if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and self.multi is None and server.pause is None and not server.oom:
+        if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and server.pause is None and not server.oom:
             reply = server.call(self, cmd, argv)
         else:
             reply = server.execute(self, argv)

@@ -11,17 +11,19 @@ import pytest
 
 from protocol.errors import ProtocolError
 from protocol.reader import INLINE_MAX, RequestReader, split_args
+from tests.test_reader_splits import read
 
 
 def pack(*args) -> bytes:
     return hiredis.pack_command(tuple(a if isinstance(a, bytes) else str(a).encode() for a in args))
 
 
-def feed_all(*chunks: bytes, **limits) -> tuple[list, str | None]:
+def feed_all(*chunks: bytes, lane: bool = False, **limits) -> tuple[list, str | None]:
+    """Every chunk a read; `lane` takes each through `request` first, as the server's one-request lane does."""
     reader = RequestReader(**limits)
     commands: list = []
     for chunk in chunks:
-        got, error = reader.feed(chunk)
+        got, error = read(reader, chunk, lane)
         commands += got
         if error:
             return commands, error
@@ -158,6 +160,8 @@ def test_protocol_errors(data, error):
     commands, got = feed_all(pack("PING") + data)
     assert commands == [[b"PING"]]  # what came before still runs
     assert got == f"ERR Protocol error: {error}"
+    # alone, from a boundary: the one-request lane sees the read first
+    assert feed_all(pack("PING"), data, lane=True) == ([[b"PING"]], got)
 
 
 def _peak_allocation(steps) -> int:
@@ -169,25 +173,28 @@ def _peak_allocation(steps) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("cut", [1, 2, 3, 5, 8, 10])
-def test_huge_count_never_reaches_hiredis(cut):
+@pytest.mark.parametrize("lane", [False, True])
+@pytest.mark.parametrize("cut", [0, 1, 2, 3, 5, 8, 10])
+def test_huge_count_never_reaches_hiredis(cut, lane):
     """hiredis allocates a list as long as the count: 3e9 slots are 24GB to free."""
     header = b"*3000000000\r\n"
 
     def steps():
-        commands, error = feed_all(pack("PING") + header[:cut], header[cut:])
+        commands, error = feed_all(pack("PING") + header[:cut], header[cut:], lane=lane)
         assert (commands, error) == ([[b"PING"]], "ERR Protocol error: invalid multibulk length")
 
     assert _peak_allocation(steps) < 10 * 1024 * 1024
 
 
-def test_huge_count_inside_a_payload_is_data():
+@pytest.mark.parametrize("lane", [False, True])
+def test_huge_count_inside_a_payload_is_data(lane):
     value = b"*3000000000\r\n*1\r\n*9999999999"
-    assert feed_all(pack("SET", "k", value) + pack("PING")) == ([[b"SET", b"k", value], [b"PING"]], None)
+    assert feed_all(pack("SET", "k", value) + pack("PING"), lane=lane) == ([[b"SET", b"k", value], [b"PING"]], None)
+    assert feed_all(pack("SET", "k", value), pack("PING"), lane=lane) == ([[b"SET", b"k", value], [b"PING"]], None)
     stream = pack("SET", "k", value) + b"ECHO *1234567890\r\n"
     want = [[b"SET", b"k", value], [b"ECHO", b"*1234567890"]]
     for cut in range(1, len(stream)):
-        assert feed_all(stream[:cut], stream[cut:]) == (want, None), cut
+        assert feed_all(stream[:cut], stream[cut:], lane=lane) == (want, None), cut
 
 
 def test_bulk_length_limit_is_configurable():

@@ -22,10 +22,16 @@ STREAM = (
 )
 
 
-def parse_in_pieces(cuts: list[int]) -> list[list[bytes]]:
+def read(reader: RequestReader, data: bytes, lane: bool) -> tuple[list[list[bytes]], str | None]:
+    """One read as Client.data_received takes it: through `request` first in the lane, else `feed` alone."""
+    argv = reader.request(data) if lane else None
+    return ([argv], None) if argv is not None else reader.feed(data)
+
+
+def parse_in_pieces(cuts: list[int], lane: bool = False) -> list[list[bytes]]:
     reader, commands, prev = RequestReader(), [], 0
     for cut in [*cuts, len(STREAM)]:
-        got, error = reader.feed(STREAM[prev:cut])
+        got, error = read(reader, STREAM[prev:cut], lane)
         assert error is None, (prev, cut, error)
         commands += got
         prev = cut
@@ -39,19 +45,21 @@ def expected() -> list[list[bytes]]:
     return commands
 
 
-def test_every_two_way_split():
+@pytest.mark.parametrize("lane", [False, True])
+def test_every_two_way_split(lane):
     want = expected()
     for cut in range(1, len(STREAM)):
-        assert parse_in_pieces([cut]) == want, cut
+        assert parse_in_pieces([cut], lane) == want, cut
 
 
+@pytest.mark.parametrize("lane", [False, True])
 @pytest.mark.parametrize("pieces", [3, 20, 200])
-def test_random_splits(pieces):
+def test_random_splits(pieces, lane):
     want = expected()
     rng = random.Random(pieces)
     for _ in range(150):
         cuts = sorted(rng.sample(range(1, len(STREAM)), pieces))
-        assert parse_in_pieces(cuts) == want
+        assert parse_in_pieces(cuts, lane) == want
 
 
 def test_huge_length_refused_even_when_split_at_element_boundary():
@@ -95,7 +103,8 @@ def test_read_ending_inside_a_request_with_the_last_commands_last_argument():
     assert reader.feed(two[cut + 5 :] + one) == ([[b"XADD", b"s", b"*", b"f", b"1", b"g", b"2"], [b"XADD", b"s", b"1-1", b"f", b"1"]], None)
 
 
-def test_random_pipelines_of_repeated_values_in_pieces():
+@pytest.mark.parametrize("lane", [False, True])
+def test_random_pipelines_of_repeated_values_in_pieces(lane):
     """Requests whose arguments repeat (and start with `*`), cut anywhere: the same commands."""
     rng = random.Random(7)
     values = [b"1", b"2", b"f", b"XADD", b"s1", b"10-1", b"*", b"*2", b"$1", b"\r\n"]
@@ -105,7 +114,7 @@ def test_random_pipelines_of_repeated_values_in_pieces():
         cuts = sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(1, 5))))
         reader, got, prev = RequestReader(), [], 0
         for cut in [*cuts, len(stream)]:
-            parsed, error = reader.feed(stream[prev:cut])
+            parsed, error = read(reader, stream[prev:cut], lane)
             assert error is None, (commands, cuts)
             got += parsed
             prev = cut
