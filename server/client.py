@@ -29,6 +29,16 @@ SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, t
 class Client(asyncio.Protocol):
     """Connection state: Redis's `client` struct, passed to handlers as `ctx`."""
 
+    # Slots, not an instance dict: the request path reads and writes these on every
+    # command, and CPython 3.11 keeps at most 30 attributes in its fast dict-less
+    # layout (a Client has more, which made each access a dict operation).
+    __slots__ = (
+        "server", "transport", "reader", "id", "name", "lib_name", "lib_ver", "db", "resp", "encode",
+        "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
+        "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
+        "last_interaction", "last_command", "flags_no_evict", "no_touch", "output",
+    )
+
     def __init__(self, server: Server) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
