@@ -125,9 +125,9 @@ def _clients(server) -> list[tuple[str, object]]:
 
 def _memory(server) -> list[tuple[str, object]]:
     rss = rss_bytes()
-    peak = max(getattr(server, "memory_peak", 0), rss)
+    peak = max(server.memory_peak, rss)
     server.memory_peak = peak
-    startup = min(getattr(server, "memory_startup", 0), rss)
+    startup = min(server.memory_startup, rss)
     dataset = rss - startup
     system = total_system_memory()
     maxmemory = server.config["maxmemory"]
@@ -188,9 +188,9 @@ def _memory(server) -> list[tuple[str, object]]:
 
 
 def _persistence(server) -> list[tuple[str, object]]:
-    persistence = getattr(server, "persistence_info", None)
+    persistence = server.persistence_info
     fields: list[tuple[str, object]] = [
-        ("loading", 1 if getattr(server, "loading", False) else 0),
+        ("loading", 1 if server.loading else 0),
         ("async_loading", 0),
         ("current_cow_peak", 0),
         ("current_cow_size", 0),
@@ -200,7 +200,7 @@ def _persistence(server) -> list[tuple[str, object]]:
         ("current_save_keys_total", 0),
         ("rdb_changes_since_last_save", server.dirty),
         ("rdb_bgsave_in_progress", 0),
-        ("rdb_last_save_time", int(getattr(server, "lastsave", server.start_time))),
+        ("rdb_last_save_time", int(server.lastsave)),
         ("rdb_last_bgsave_status", "ok"),
         ("rdb_last_bgsave_time_sec", -1),
         ("rdb_current_bgsave_time_sec", -1),
@@ -230,9 +230,7 @@ def _persistence(server) -> list[tuple[str, object]]:
 
 def sample_ops(server, now_ms: int) -> None:
     """Called from the cron: keep ~1.6 s of samples, like Redis's 16 x 100 ms."""
-    samples = getattr(server, "ops_samples", None)
-    if samples is None:
-        samples = server.ops_samples = []
+    samples = server.ops_samples
     if samples and now_ms - samples[-1][0] < 100:
         return
     samples.append((now_ms, server.total_commands_processed, server.net_input_bytes, server.net_output_bytes))
@@ -241,7 +239,7 @@ def sample_ops(server, now_ms: int) -> None:
 
 def _rate(server, index: int) -> float:
     """Per-second rate of sample field `index` over the sampled window."""
-    samples = getattr(server, "ops_samples", None)
+    samples = server.ops_samples
     if not samples or len(samples) < 2 or samples[-1][0] == samples[0][0]:
         return 0.0
     first, last = samples[0], samples[-1]
@@ -305,7 +303,7 @@ def _stats(server) -> list[tuple[str, object]]:
 
 
 def _replication(server) -> list[tuple[str, object]]:
-    custom = getattr(server, "replication_info", None)
+    custom = server.replication_info
     if custom is not None:  # the replication layer describes itself
         return list(custom())
     return [

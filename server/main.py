@@ -200,14 +200,14 @@ async def serve(server: Server) -> None:
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _signal_shutdown, server, sig)
-    for hook in getattr(server, "startup_hooks", []):
+    for hook in server.startup_hooks:
         hook()
     loop.call_later(1 / config["hz"], _cron, server)
     log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
     await stopped
     for listener in listeners:
         listener.close()
-    for hook in getattr(server, "shutdown_hooks", []):
+    for hook in server.shutdown_hooks:
         hook()
     log.info("Millrace is now ready to exit, bye bye...")
 
@@ -222,7 +222,7 @@ def _cron(server: Server) -> None:
     now = server.clock()
     hz = server.config["hz"]
     deadline = time.perf_counter() + 0.25 / hz
-    for db in server.keyspace.dbs if getattr(server, "active_expire", True) else ():  # DEBUG SET-ACTIVE-EXPIRE 0
+    for db in server.keyspace.dbs if server.active_expire else ():  # DEBUG SET-ACTIVE-EXPIRE 0
         while db.expires:
             removed, stale = db.expire_cycle(now)
             if removed:
@@ -236,7 +236,7 @@ def _cron(server: Server) -> None:
     maxmemory = server.config["maxmemory"]
     server.oom = bool(maxmemory) and rss_bytes() > maxmemory  # no eviction: Redis's noeviction answer
     timeout = server.config["timeout"]
-    if timeout and now - getattr(server, "idle_checked", 0) >= 1000:
+    if timeout and now - server.idle_checked >= 1000:
         server.idle_checked = now
         close_idle_clients(server, timeout, now / 1000)
     server.loop.call_later(1 / hz, _cron, server)

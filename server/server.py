@@ -40,6 +40,20 @@ BLOCKED = object()  # execute() result: the client is now waiting
 
 
 class Server:
+    """The server state every handler reaches as `ctx.server`: keyspace, clients, stats, propagation."""
+
+    # Slots, not an instance dict: every command reads several of these, and CPython 3.11
+    # keeps at most 30 attributes in its fast dict-less layout (the server has more).
+    __slots__ = (
+        "config", "keyspace", "clients", "next_client_id", "commands", "blocking", "watched", "monitors",
+        "effect_listeners", "_exec_effects", "_propagated_db", "run_id", "start_time", "now", "dirty",
+        "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
+        "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
+        "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
+        "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
+        "lastsave", "replication_info", "debug_reload", "debug_loadaof",
+    )
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or Config()
         self.keyspace = Keyspace(self.config["databases"])
@@ -77,6 +91,21 @@ class Server:
         self.pending_writes: list = []  # clients with queued replies (Redis's clients_pending_write)
         self.port = self.config["port"]
         self.version = REDIS_VERSION
+        self.memory_startup = self.memory_peak = 0  # INFO memory: RSS at start-up and the highest seen
+        self.ops_samples: list[tuple[int, int, int, int]] = []  # INFO instantaneous_*: the cron's samples
+        self.idle_checked = 0  # when the cron last looked for clients idle past `timeout`
+        self.active_expire = True  # DEBUG SET-ACTIVE-EXPIRE
+        self.shutdown: Callable[[], object] | None = None  # set by the listener: stops the event loop
+        self.shutdown_save = self.shutdown_nosave = False  # SHUTDOWN's SAVE / NOSAVE for the shutdown hooks
+        self.startup_hooks: list[Callable[[], None]] = []  # persistence: load before accepting clients
+        self.shutdown_hooks: list[Callable[[], None]] = []  # persistence: save on the way out
+        self.persistence_info: Callable[[], dict] | None = None  # INFO persistence fields it refines
+        self.loading = False  # INFO loading
+        self.lastsave = self.start_time  # LASTSAVE, INFO rdb_last_save_time
+        self.replication_info: Callable[[], list] | None = None  # INFO replication, from the replication layer
+        # DEBUG RELOAD / LOADAOF, from the persistence layer (each takes DEBUG's remaining arguments)
+        self.debug_reload: Callable[[list[bytes]], object] | None = None
+        self.debug_loadaof: Callable[[list[bytes]], object] | None = None
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""

@@ -264,7 +264,7 @@ def debug(ctx, argv):
         ctx.server.active_expire = argv[2] != b"0"
         return OK
     if sub in (b"reload", b"loadaof"):
-        hook = getattr(ctx.server, "debug_" + sub.decode(), None)
+        hook = ctx.server.debug_reload if sub == b"reload" else ctx.server.debug_loadaof
         if hook is None:
             raise ReplyError(f"ERR DEBUG {sub.decode().upper()} not supported yet: Millrace has no persistence in this build")
         return hook(argv[2:])
@@ -341,7 +341,7 @@ def function_help(ctx, argv):
 
 @command("lastsave", 1, "loading stale fast", group="server", summary="Returns the Unix timestamp of the last successful save to disk.")
 def lastsave(ctx, argv):
-    return int(getattr(ctx.server, "lastsave", ctx.server.start_time))
+    return int(ctx.server.lastsave)
 
 
 @command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
@@ -365,7 +365,7 @@ def shutdown(ctx, argv):
     server = ctx.server
     server.shutdown_save = save or (not nosave and bool(server.config["save"]))
     server.shutdown_nosave = nosave
-    stop = getattr(server, "shutdown", None)
+    stop = server.shutdown
     if stop is None:
         raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
     log.warning("User requested shutdown...")

@@ -71,7 +71,7 @@ def exec_(ctx, argv):
     queued = ctx.multi
     if queued is None:
         raise ReplyError("ERR EXEC without MULTI")
-    if getattr(ctx.server, "oom", False) and any("denyoom" in cmd.flags for cmd, _ in queued):
+    if ctx.server.oom and any("denyoom" in cmd.flags for cmd, _ in queued):
         # Redis refuses such an EXEC before running it, as it would the command itself
         raise ReplyError(exec_abort(ctx, "OOM command not allowed when used memory > 'maxmemory'."))
     if ctx.multi_error:
