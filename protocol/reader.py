@@ -240,16 +240,11 @@ class RequestReader:
 
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         commands: list[list[bytes]] = []
-        argv = self._first
-        if argv is not _UNREAD:
-            self._first = _UNREAD  # hiredis has this read: `request` took its first reply
-        elif self._clean and data and data[0] == _STAR and data[-1] == _LF and _huge_search(data) is None:
-            self._reader.feed(data)
-            self._fresh = False
-            try:
-                argv = self._reader.gets()
-            except hiredis.ProtocolError:
-                argv = None
+        if self._first is _UNREAD and data:  # a read `request` has not seen yet
+            argv = self.request(data)
+            if argv is not None:
+                return [argv], None
+        argv, self._first = self._first, _UNREAD  # hiredis's first reply, when it has this read
         if argv is not _UNREAD:
             # The usual read: whole requests from a command boundary (ending
             # with a line end, so no count is cut at the edge). Anything unusual
