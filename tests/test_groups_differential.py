@@ -35,12 +35,12 @@ import random
 import pytest
 import redis
 
+from tests.claims import xautoclaim, xclaim
 from tests.test_groups import raw
 
 KEYS = ["s1", "s2"]
 GROUPS = ["g1", "g2", "g3"]
 CONSUMERS = ["alice", "bob", "carol"]
-FAR = 10**12  # a min-idle no entry reaches
 
 
 class Workload:
@@ -97,24 +97,9 @@ class Workload:
             elif roll < 0.70:
                 yield ["XACK", key, group, *[self.some_id(key) for _ in range(rng.randint(1, 4))]]
             elif roll < 0.78:
-                options = []
-                if rng.random() < 0.2:
-                    options += ["IDLE", str(rng.randint(0, 3000))]
-                if rng.random() < 0.3:
-                    options += ["RETRYCOUNT", str(rng.randint(0, 5))]
-                for flag in ("FORCE", "JUSTID"):
-                    if rng.random() < 0.3:
-                        options.append(flag)
-                if rng.random() < 0.1:
-                    options += ["LASTID", self.some_id(key)]
-                ids = [self.some_id(key) for _ in range(rng.randint(1, 3))]
-                yield ["XCLAIM", key, group, consumer, str(rng.choice([0, 0, FAR])), *ids, *options]
+                yield xclaim(rng, key, group, consumer, self.some_id, idle=0.2)
             elif roll < 0.86:
-                options = ["COUNT", str(rng.randint(1, 3))] if rng.random() < 0.6 else []
-                if rng.random() < 0.3:
-                    options.append("JUSTID")
-                start = rng.choice(["0", "-", "(" + self.some_id(key), self.some_id(key)])
-                yield ["XAUTOCLAIM", key, group, consumer, str(rng.choice([0, FAR])), start, *options]
+                yield xautoclaim(rng, key, group, consumer, self.some_id)
             elif roll < 0.90:
                 tail = rng.choice([[], ["-", "+", str(rng.randint(0, 5))], ["IDLE", "0", "-", "+", "10", consumer]])
                 yield ["XPENDING", key, group, *tail]

@@ -26,12 +26,12 @@ import random
 import hiredis
 import pytest
 
+from tests.claims import FAR, xautoclaim, xclaim
 from tests.rawclient import RawConn, encode_command
 
 KEYS = ["s1", "s2", "s3"]
 GROUPS = ["g1", "g2"]
 CONSUMERS = ["alice", "bob"]
-FAR = 10**12  # a min-idle no entry reaches
 TIME_FIELDS = {b"idle", b"inactive", b"seen-time", b"active-time"}
 
 
@@ -152,26 +152,9 @@ class Workload:
         if roll < 0.77:
             return ["XACK", key, group, *[self.some_id(key) for _ in range(rnd.randint(1, 3))]]
         if roll < 0.82:
-            options = []
-            if rnd.random() < 0.15:
-                options += ["IDLE", str(rnd.randint(0, 3000))]
-            elif rnd.random() < 0.15:
-                options += ["TIME", str(rnd.choice([0, 1000]))]
-            if rnd.random() < 0.3:
-                options += ["RETRYCOUNT", str(rnd.randint(0, 5))]
-            for flag in ("FORCE", "JUSTID"):
-                if rnd.random() < 0.3:
-                    options.append(flag)
-            if rnd.random() < 0.1:
-                options += ["LASTID", self.some_id(key)]
-            ids = [self.some_id(key) for _ in range(rnd.randint(1, 3))]
-            return ["XCLAIM", key, group, consumer, str(rnd.choice([0, 0, FAR])), *ids, *options]
+            return xclaim(rnd, key, group, consumer, self.some_id, idle=0.15, time=0.15)
         if roll < 0.86:
-            options = ["COUNT", str(rnd.randint(1, 3))] if rnd.random() < 0.6 else []
-            if rnd.random() < 0.3:
-                options.append("JUSTID")
-            start = rnd.choice(["0", "-", "(" + self.some_id(key), self.some_id(key)])
-            return ["XAUTOCLAIM", key, group, consumer, str(rnd.choice([0, FAR])), start, *options]
+            return xautoclaim(rnd, key, group, consumer, self.some_id)
         if roll < 0.90:
             bounds = ["-", "+", self.some_id(key), "(" + self.some_id(key)]
             tail = rnd.choice(
