@@ -26,6 +26,74 @@ class ConfigError(ValueError):
     """A rejected value; str(self) is Redis's reason ("argument must be 'yes' or 'no'")."""
 
 
+_STRING2LL = re.compile(r"0|-?[1-9][0-9]*")  # Redis's string2ll: no sign '+', spaces or leading zeros
+_MEMORY = re.compile(r"([0-9]*)([a-zA-Z]*)")
+_SAVE_NUMBER = re.compile(r"\+?[0-9]+")  # strtoll over the whole word: a sign '+' and leading zeros pass
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_memory(text: str) -> int | None:
+    """'1gb' -> 1073741824, as Redis's memtoull; None when malformed.
+
+    Like memtoull: no spaces or sign, fewer than 128 digits, no digits at all is 0, a number past
+    ULLONG_MAX saturates (strtoull) and the unit's product wraps around 2**64.
+    """
+    match = _MEMORY.fullmatch(text)
+    if match is None or match[2].lower() not in _UNITS or len(match[1]) >= 128:
+        return None
+    return min(int(match[1] or "0"), ULLONG_MAX) * _UNITS[match[2].lower()] % (ULLONG_MAX + 1)
+
+
+def _parse_double(text: str) -> float | None:
+    """Redis's string2d: strtod's whole string (hex and inf too), no leading space, no NaN."""
+    if _DOUBLE.fullmatch(text):
+        return float(text)
+    lowered = text.lower().lstrip("+-")
+    if lowered in ("inf", "infinity"):
+        return float("-inf") if text.startswith("-") else float("inf")
+    try:
+        return float.fromhex(text) if "0x" in text.lower() else None
+    except ValueError:
+        return None
+
+
+def _format_percentile(value: float) -> str:
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def parse_percentiles(raw: str) -> str:
+    """latency-tracking-info-percentiles: numbers in [0, 100], one space apart, printed back shortest."""
+    values = []
+    for word in raw.split(" ") if raw else []:
+        value = _parse_double(word)
+        if value is None:
+            raise ConfigError("Invalid latency-tracking-info-percentiles parameters")
+        if not 0.0 <= value <= 100.0:
+            raise ConfigError("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
+        values.append(_format_percentile(value))
+    return " ".join(values)
+
+
+# notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, K, E, m).
+_NOTIFY_CLASSES = "g$lshzxetdn"
+_NOTIFY_ALL = frozenset("g$lshzxetd")
+
+
+def parse_notify_keyspace_events(raw: str) -> str:
+    """The flags as Redis prints them back (keyspaceEventsFlagsToString): "KEA" -> "AKE"."""
+    flags: set[str] = set()
+    for char in raw:
+        if char == "A":
+            flags |= _NOTIFY_ALL
+        elif char in _NOTIFY_CLASSES or char in "KEm":
+            flags.add(char)
+        else:
+            raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
+    text = "A" if _NOTIFY_ALL <= flags else "".join(c for c in _NOTIFY_CLASSES if c in flags)
+    return text + "".join(c for c in "KEm" if c in flags)
+
+
 @dataclass(slots=True)
 class Param:
     name: str
@@ -39,6 +107,7 @@ class Param:
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
     listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
+    normalize: Callable[[object], object] | None = None  # Redis's own check or stored form, after the kind's parse
 
 
 PARAMS: dict[str, Param] = {}
@@ -79,7 +148,7 @@ _param("stream-node-max-entries", "int", 100, high=LLONG_MAX)
 _param("stream-node-max-bytes", "memory", 4096, high=LONG_MAX)
 _param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
 _param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
-_param("hz", "int", 10, high=INT_MAX)
+_param("hz", "int", 10, high=INT_MAX, normalize=lambda hz: min(max(hz, 1), 500))  # stored clamped to CONFIG_MIN_HZ..CONFIG_MAX_HZ
 _param("daemonize", "bool", False, mutable=False)
 _param("protected-mode", "bool", True)
 _param("enable-debug-command", "enum", "no", choices=("no", "yes", "local"), mutable=False)
@@ -91,12 +160,13 @@ _param("replica-read-only", "bool", True, alias="slave-read-only")
 _param("slave-read-only", "bool", True, alias="replica-read-only")
 _param("replica-serve-stale-data", "bool", True, alias="slave-serve-stale-data")
 _param("slave-serve-stale-data", "bool", True, alias="replica-serve-stale-data")
-_param("repl-backlog-size", "memory", 1024 * 1024, low=1, high=LLONG_MAX)
+_param("repl-backlog-size", "memory", 1024 * 1024, low=1, high=LLONG_MAX, normalize=lambda size: max(size, 16384))  # CONFIG_REPL_BACKLOG_MIN_SIZE
 _param("slowlog-log-slower-than", "int", 10000, low=-1, high=LLONG_MAX)
 _param("slowlog-max-len", "int", 128, high=LONG_MAX)
 _param("latency-monitor-threshold", "int", 0, high=LLONG_MAX)
 _param("latency-tracking", "bool", True)
-_param("notify-keyspace-events", "string", "")
+_param("notify-keyspace-events", "string", "", normalize=parse_notify_keyspace_events)
+_param("latency-tracking-info-percentiles", "string", "50 99 99.9", multi=True, normalize=parse_percentiles)
 _param("lazyfree-lazy-user-flush", "bool", False)
 _param("activerehashing", "bool", True)
 _param("dynamic-hz", "bool", True)
@@ -162,7 +232,6 @@ hll-sparse-max-bytes b 3000
 ignore-warnings m ""
 io-threads-do-reads i no
 jemalloc-bg-thread - yes
-latency-tracking-info-percentiles m 50 99 99.9
 lazyfree-lazy-eviction - no
 lazyfree-lazy-expire - no
 lazyfree-lazy-server-del - no
@@ -271,80 +340,14 @@ def _compat_params() -> None:
 _compat_params()
 
 
-_STRING2LL = re.compile(r"0|-?[1-9][0-9]*")  # Redis's string2ll: no sign '+', spaces or leading zeros
-_MEMORY = re.compile(r"([0-9]*)([a-zA-Z]*)")
-_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def parse_memory(text: str) -> int | None:
-    """'1gb' -> 1073741824, as Redis's memtoull; None when malformed.
-
-    Like memtoull: no spaces or sign, fewer than 128 digits, no digits at all is 0, a number past
-    ULLONG_MAX saturates (strtoull) and the unit's product wraps around 2**64.
-    """
-    match = _MEMORY.fullmatch(text)
-    if match is None or match[2].lower() not in _UNITS or len(match[1]) >= 128:
-        return None
-    return min(int(match[1] or "0"), ULLONG_MAX) * _UNITS[match[2].lower()] % (ULLONG_MAX + 1)
-
-
-def _parse_double(text: str) -> float | None:
-    """Redis's string2d: strtod's whole string (hex and inf too), no leading space, no NaN."""
-    if _DOUBLE.fullmatch(text):
-        return float(text)
-    lowered = text.lower().lstrip("+-")
-    if lowered in ("inf", "infinity"):
-        return float("-inf") if text.startswith("-") else float("inf")
-    try:
-        return float.fromhex(text) if "0x" in text.lower() else None
-    except ValueError:
-        return None
-
-
-def _format_percentile(value: float) -> str:
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
-
-
-def parse_percentiles(raw: str) -> str:
-    """latency-tracking-info-percentiles: numbers in [0, 100], one space apart, printed back shortest."""
-    values = []
-    for word in raw.split(" ") if raw else []:
-        value = _parse_double(word)
-        if value is None:
-            raise ConfigError("Invalid latency-tracking-info-percentiles parameters")
-        if not 0.0 <= value <= 100.0:
-            raise ConfigError("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]")
-        values.append(_format_percentile(value))
-    return " ".join(values)
-
-
-# notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, K, E, m).
-_NOTIFY_CLASSES = "g$lshzxetdn"
-_NOTIFY_ALL = frozenset("g$lshzxetd")
-
-
-def parse_notify_keyspace_events(raw: str) -> str:
-    """The flags as Redis prints them back (keyspaceEventsFlagsToString): "KEA" -> "AKE"."""
-    flags: set[str] = set()
-    for char in raw:
-        if char == "A":
-            flags |= _NOTIFY_ALL
-        elif char in _NOTIFY_CLASSES or char in "KEm":
-            flags.add(char)
-        else:
-            raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
-    text = "A" if _NOTIFY_ALL <= flags else "".join(c for c in _NOTIFY_CLASSES if c in flags)
-    return text + "".join(c for c in "KEm" if c in flags)
-
-
 def parse_value(param: Param, raw: str) -> object:
     """A raw string as the typed value of param; ConfigError with Redis's reason."""
+    value = _parse_kind(param, raw)
+    return value if param.normalize is None else param.normalize(value)
+
+
+def _parse_kind(param: Param, raw: str) -> object:
     kind = param.kind
-    if param.name == "notify-keyspace-events":
-        return parse_notify_keyspace_events(raw)
-    if param.name == "latency-tracking-info-percentiles":
-        return parse_percentiles(raw)
     if kind == "bool":
         if raw.lower() not in ("yes", "no"):
             raise ConfigError("argument must be 'yes' or 'no'")
@@ -364,15 +367,11 @@ def parse_value(param: Param, raw: str) -> object:
                 raise ConfigError("argument couldn't be parsed into an integer")
         if not param.low <= value <= param.high:
             raise ConfigError(f"argument must be between {param.low} and {param.high} inclusive")
-        if param.name == "hz":  # Redis stores it clamped to CONFIG_MIN_HZ..CONFIG_MAX_HZ
-            value = min(max(value, 1), 500)
-        if param.name == "repl-backlog-size":  # resizeReplicationBacklog's floor, CONFIG_REPL_BACKLOG_MIN_SIZE
-            value = max(value, 16384)
         return value
     if kind == "save":
         # Split on single spaces (MULTI_ARG_CONFIG); each a whole non-negative strtoll number ("01", "+1" too)
         words = raw.split(" ") if raw else []
-        if len(words) % 2 or not all(re.fullmatch(r"\+?[0-9]+", w) for w in words):
+        if len(words) % 2 or not all(_SAVE_NUMBER.fullmatch(w) for w in words):
             raise ConfigError("Invalid save parameters")
         return " ".join(str(int(w)) for w in words)
     return raw
