@@ -1,16 +1,16 @@
 """Differential: INFO stats keyspace_hits/keyspace_misses after each stream command, Redis vs Millrace.
 
 Redis counts a hit or a miss for each read lookup (lookupKeyRead*): XRANGE,
-XREVRANGE, XLEN, XREAD (each key), XINFO, XPENDING, XACK, XCLAIM and
-XAUTOCLAIM; write lookups (XADD, XTRIM, XDEL, XSETID, XGROUP, XREADGROUP)
-count nothing. A key of another type is a hit before WRONGTYPE.
+XREVRANGE, XLEN, XREAD (each key, twice: resolving the IDs, then serving),
+XINFO, XPENDING, XACK, XCLAIM and XAUTOCLAIM; XREADGROUP resolves its keys with
+write lookups, then reads each once more (a hit) before it serves or blocks;
+the other write lookups (XADD, XTRIM, XDEL, XSETID, XGROUP) count nothing. A
+key of another type is a hit before WRONGTYPE.
 """
 
 from __future__ import annotations
 
 from tests.rawclient import hits_and_misses
-
-# Redis's xreadCommand looks each key up twice (resolving the IDs, then serving), XREADGROUP too.
 
 COMMANDS = [
     ("XRANGE", "s", "-", "+"), ("XRANGE", "nope", "-", "+"), ("XRANGE", "a", "-", "+"), ("XREVRANGE", "s", "+", "-"),

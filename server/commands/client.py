@@ -34,7 +34,7 @@ def client_flags(client) -> str:
         flags += "c"
     if client.flags_no_evict:
         flags += "e"
-    if getattr(client, "no_touch", False):
+    if client.no_touch:
         flags += "T"
     return flags or "N"
 

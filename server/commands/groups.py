@@ -219,7 +219,7 @@ def xgroup_setid(ctx, argv):
     if len(argv) not in (5, 7):
         raise subcommand_error(argv)
     last_id = stream.last_id if argv[4] == b"$" else parse_id(argv[4], 0)
-    if getattr(ctx, "loading", False):
+    if ctx.loading:
         # An effect states the counter exactly, even one a read pushed past a lowered entries-added.
         group.last_id, group.entries_read = last_id, entries_read
     else:
@@ -247,7 +247,7 @@ def xgroup_createconsumer(ctx, argv):
     """
     pinned = None
     if len(argv) != 5:
-        if not getattr(ctx, "loading", False) or len(argv) != 9:
+        if not ctx.loading or len(argv) != 9:
             raise wrong_arity("xgroup|createconsumer")
         if argv[5].upper() != b"SEENTIME" or argv[7].upper() != b"ACTIVETIME":
             raise ReplyError(SYNTAX)
