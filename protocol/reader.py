@@ -28,6 +28,13 @@ _LF = 10  # b"\n"
 # seconds). Such counts are refused before hiredis sees them.
 _HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
 _huge_search = _HUGE_COUNT.search
+# Simple strings, verbatim strings and big numbers: RESP types hiredis hands back as
+# bytes, like a bulk string, where Redis takes bulk strings only ("expected '$', got
+# '+'"). A read with one of their type bytes after a line end is read again header by
+# header (`_walk`); the lane first looks for the bytes themselves, '+' '=' '(' (43 61
+# 40), which costs one memchr each.
+_OTHER_STRING = re.compile(rb"\n[+=(]")
+_other_string_search = _OTHER_STRING.search
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
 _COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
@@ -98,18 +105,25 @@ class _HeaderCheck:
     header is seen the rest is payload and it has nothing more to check.
     """
 
-    __slots__ = ("args", "skip", "line", "max_bulk", "unauthenticated")
+    __slots__ = ("args", "declared", "skip", "line", "max_bulk", "unauthenticated")
 
     def __init__(self, max_bulk: int, unauthenticated: bool = False) -> None:
         self.args: int | None = None  # arguments still to come; None before '*N'
+        self.declared = 0  # N; a count below 1 makes a request Redis skips (hiredis: [] or None)
         self.skip = 0  # payload bytes (with CRLF) still to pass over
         self.line = b""  # a header line not yet ended
         self.max_bulk = max_bulk
         self.unauthenticated = unauthenticated
 
-    def feed(self, data: bytes, pos: int) -> None:
+    @property
+    def started(self) -> bool:
+        """Its '*' header is seen (a carried '$' line, say, may turn out to be an inline command)."""
+        return self.args is not None or self.line[:1] == b"*"
+
+    def feed(self, data: bytes, pos: int) -> int:
+        """Check the headers in data[pos:]; the offset just after the command, -1 if it goes on."""
         end = len(data)
-        while pos < end and self.args != 0:
+        while pos < end and (self.args != 0 or self.skip):
             if self.skip:
                 step = min(self.skip, end - pos)
                 self.skip -= step
@@ -123,13 +137,15 @@ class _HeaderCheck:
                     self.line += data[pos:]
                     if len(self.line) > INLINE_MAX:
                         raise ProtocolError("too big mbulk count string" if self.args is None else "too big bulk count string")
-                    return
+                    return -1
                 header, pos = self.line + data[pos:nl], nl + 2
             self.line = b""
             if self.args is None:
-                if header[:1] != b"*" or not _canonical(header[1:]) or int(header[1:]) > INT_MAX:
+                count = header[1:]
+                if header[:1] != b"*" or not (_canonical(count) or count[:1] == b"-" and _canonical(count[1:]) and count != b"-0") or int(count) > INT_MAX:
                     raise ProtocolError("invalid multibulk length")
-                self.args = int(header[1:])
+                self.declared = int(count)
+                self.args = max(self.declared, 0)
                 if self.unauthenticated and self.args > UNAUTH_MAX_ARGS:
                     raise ProtocolError("unauthenticated multibulk length")
                 continue
@@ -141,6 +157,7 @@ class _HeaderCheck:
                 raise ProtocolError("unauthenticated bulk length")
             self.args -= 1
             self.skip = int(header[1:]) + 2
+        return pos if self.args == 0 and not self.skip else -1
 
 
 def _canonical(digits: bytes) -> bool:
@@ -201,7 +218,7 @@ class RequestReader:
     -1 when a command is pending but its start is unknown).
     """
 
-    __slots__ = ("_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "max_bulk_len", "max_query_buffer", "unauthenticated")
+    __slots__ = ("_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "_broken", "max_bulk_len", "max_query_buffer", "unauthenticated")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
@@ -212,6 +229,7 @@ class RequestReader:
         self._check: _HeaderCheck | None = None
         self._held = b""  # a trailing '*' + digits kept for the next read
         self._clean = True  # at a command boundary with nothing held back: the fast path applies
+        self._broken = False  # hiredis refused a header line not yet ended: only `_check` reads on
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
@@ -220,7 +238,13 @@ class RequestReader:
         """The usual read of a request/reply client: `data` is one whole request, read from a
         command boundary; its argv. None for any other read, which `feed` must then be given:
         it goes on from where this stopped (hiredis may have seen the bytes already)."""
-        if self._clean and data[-1] == _LF and data[0] == _STAR and _huge_search(data) is None:
+        if (
+            self._clean
+            and data[-1] == _LF
+            and data[0] == _STAR
+            and _huge_search(data) is None
+            and (43 not in data and 61 not in data and 40 not in data or _other_string_search(data) is None)
+        ):
             reader = self._reader
             reader.feed(data)
             self._fresh = False
@@ -268,9 +292,11 @@ class RequestReader:
             if argv is False:  # a request is cut at the end of the read
                 try:
                     b"".join(chain.from_iterable(commands))
+                    if commands and data[encoded_size(commands)] != _STAR:  # an inline line to Redis
+                        argv = None
                 except TypeError:
-                    pass
-                else:
+                    argv = None
+                if argv is False:
                     self._clean = False
                     try:
                         self._pending(data, 0, commands, 0, 0, 1 if commands else 0)
@@ -379,11 +405,26 @@ class RequestReader:
         Returns None when all of data is consumed, or the offset where inline
         parsing must go on (hiredis has been reset there).
         """
+        if self._broken:
+            self._carry += len(data) - pos
+            if self._carry > self.max_query_buffer:
+                raise QueryBufferLimit("query buffer limit reached")
+            if self._check.feed(data, pos) >= 0:  # it raises once the line ends
+                raise ProtocolError("invalid multibulk length")
+            return None
+        first = len(commands)
+        # `start`: where the first command begun in this read starts, `commands[begun]` that
+        # command. A multibulk command carried over from earlier reads has its headers here
+        # checked first (start -1: it goes on past this read, or where it started is unknown).
+        start, begun = (pos if self._carry == 0 else -1), first
+        check = self._check
+        if self._carry >= 0 and check is not None and check.started:
+            start = check.feed(data, pos)
+            begun = first + 1 if check.declared > 0 else first
         reader = self._reader
         reader.feed(data, pos)
         self._fresh = False
         gets = reader.gets
-        first = len(commands)
         skipped = 0  # bytes of '*0' / '*-1' requests, which Redis ignores
         try:
             while (argv := gets()) is not False:
@@ -396,11 +437,11 @@ class RequestReader:
                     skipped += 5
                 else:
                     # A top-level bulk, status, RESP3 map/set/push...: where Redis reads an inline line.
-                    return self._resync(data, pos, commands, first, skipped)
+                    return self._resync(data, pos, commands, first, skipped, start, begun)
         except hiredis.ProtocolError:
             # Bytes that are no RESP type: an inline line where a command may
             # start, or garbage.
-            return self._resync(data, pos, commands, first, skipped)
+            return self._resync(data, pos, commands, first, skipped, start, begun)
         done = len(commands) > first
         if done:
             # Requests are arrays of bulk strings only: one C-level join checks
@@ -411,7 +452,9 @@ class RequestReader:
                 else:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
             except TypeError:
-                return self._reject(data, pos, commands, first, skipped)
+                return self._reject(data, pos, commands, first, skipped, start, begun)
+            if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
+                self._walk(data, start, commands, begun)
         if not (done or skipped) or reader.has_data() or data[-2:] != b"\r\n":
             at_boundary = False
         else:
@@ -422,9 +465,13 @@ class RequestReader:
             at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data)
         if at_boundary:
             self._carry, self._check, self._clean = 0, None, True
-        else:
-            self._clean = False
-            self._pending(data, pos, commands, first, skipped, done or skipped)
+            return None
+        # Where the incomplete item starts, if in this read: not a '*' there is an inline line to Redis.
+        at = self._boundary(data, pos, commands, first, skipped) if done or skipped else pos if self._carry == 0 else len(data)
+        if at < len(data) and data[at] != _STAR:
+            return self._restart(data, pos, commands, first, skipped)
+        self._clean = False
+        self._pending(data, pos, commands, first, skipped, done or skipped)
         return None
 
     def _pending(self, data: bytes, pos: int, commands: list, first: int, skipped: int, completed: int) -> None:
@@ -436,6 +483,10 @@ class RequestReader:
         elif self._carry >= 0 and self._check is not None:
             start = pos
             self._carry += len(data) - pos
+            if self._check.started:  # _feed_multibulk checked its headers in this read
+                if self._carry > self.max_query_buffer:
+                    raise QueryBufferLimit("query buffer limit reached")
+                return
         elif self._carry == 0:  # the first bytes of a command, read from a boundary
             start = pos
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
@@ -453,29 +504,45 @@ class RequestReader:
         # `$0` cut after the `$`) is gone, so what follows is parsed from here.
         return max(min(pos + encoded_size(commands[first:]) + skipped - carry, len(data)), pos)
 
-    def _resync(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
+    def _resync(self, data: bytes, pos: int, commands: list, first: int, skipped: int, start: int, begun: int) -> int:
         """Go on after the last complete command, once those before are known to be arrays of bulk strings."""
         if len(commands) > first:
             try:
                 b"".join(chain.from_iterable(commands[first:]))
             except TypeError:
-                return self._reject(data, pos, commands, first, skipped)
+                return self._reject(data, pos, commands, first, skipped, start, begun)
+            if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
+                self._walk(data, start, commands, begun, len(commands) - begun)
         return self._restart(data, pos, commands, first, skipped)
 
     def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
         """Drop hiredis's state; the offset (end of the last complete command) to parse on from."""
         at = self._boundary(data, pos, commands, first, skipped)
+        check = self._check
+        if at == pos and self._carry > 0 and check is not None and check.started and check.line:
+            # hiredis refused the carried command at a header whose line goes on (it read this read)
+            return self._await_line(check, self._carry + len(data) - pos, len(data))
         self._reader = hiredis.Reader()
         self._fresh, self._carry, self._check = True, 0, None
         if at < len(data) and data[at] == _STAR:
             nl = data.find(b"\r\n", at)
             if nl > 0 and data[at + 1 : at + 2] == b"-" and data[at + 2 : nl].isdigit():
                 return nl + 2  # '*-5': Redis ignores counts below 1
-            _HeaderCheck(self.max_bulk_len, self.unauthenticated).feed(data, at)
+            check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
+            if check.feed(data, at) < 0 and check.line:
+                return self._await_line(check, len(data) - at, len(data))
             raise ProtocolError("invalid multibulk length")
         return at
 
-    def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
+    def _await_line(self, check: _HeaderCheck, carry: int, end: int) -> int:
+        """hiredis refused a header (`!1`, say) before its line ended, where Redis reads the whole
+        line before it answers "expected '$', got '!'": from here only `check` reads, until it raises."""
+        if carry > self.max_query_buffer:
+            raise QueryBufferLimit("query buffer limit reached")
+        self._check, self._carry, self._broken, self._fresh = check, carry, True, False
+        return end
+
+    def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int, start: int, begun: int) -> int:
         """A parsed item is not an array of bulk strings: an inline restart, or Redis's error."""
         for index in range(first, len(commands)):
             argv = commands[index]
@@ -484,10 +551,39 @@ class RequestReader:
                 del commands[index:]
                 return self._restart(data, pos, commands, first, skipped)
             if not all(type(a) is bytes for a in argv):
+                if index >= begun:  # raises with the type byte Redis names
+                    self._walk(data, start, commands, begun, index - begun + 1)
                 del commands[index:]
                 self._reader = hiredis.Reader()
                 self._fresh, self._carry, self._check = True, 0, None
                 raise ProtocolError(_bad_element(argv))
+
+    def _walk(self, data: bytes, start: int, commands: list, begun: int, count: int = -1) -> None:
+        """Read the requests hiredis completed from `start` (commands[begun] on) header by header, as Redis does.
+
+        At the first header Redis refuses (an element that is no bulk string), the
+        commands from that one on are dropped and Redis's error raised. `count` bounds
+        the requests read (-1: all, and the headers of an incomplete last one).
+        """
+        if start < 0:  # the command carried over goes on past this read, or its start is unknown
+            return
+        pos, end, ok = start, len(data), begun
+        while pos < end and count:
+            nl = data.find(b"\r\n", pos)
+            if nl > pos and (data[pos + 1 : pos + 2] == b"-" or nl == pos + 2 and data[pos + 1] == 48):
+                pos = nl + 2  # '*-1' and '*0': hiredis gave None or [], which Redis ignores
+                continue
+            try:
+                pos = _HeaderCheck(self.max_bulk_len, self.unauthenticated).feed(data, pos)
+            except ProtocolError:
+                del commands[ok:]
+                self._reader = hiredis.Reader()
+                self._fresh, self._carry, self._check = True, 0, None
+                raise
+            if pos < 0:
+                return
+            ok += 1
+            count -= 1
 
 
 def _bad_element(argv) -> str:

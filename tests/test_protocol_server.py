@@ -66,16 +66,48 @@ CASES = [
     b"NOSUCH a b\r\nPING\r\n",
     b"GET\r\nPING\r\n",
     PING * 3 + b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n:12\r\n",
+    # RESP3 and simple types where an argument belongs: Redis names the type byte,
+    # also for the strings hiredis returns as bytes like a bulk (+ = ()
+    b"*1\r\n+PING\r\n",
+    PING + b"*2\r\n$4\r\nECHO\r\n+PING\r\n" + PING,
+    b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n",
+    b"*2\r\n$4\r\nECHO\r\n(12\r\n",
+    b"*2\r\n$4\r\nECHO\r\n,1.5\r\n",
+    b"*2\r\n$4\r\nECHO\r\n#t\r\n",
+    b"*2\r\n$4\r\nECHO\r\n_\r\n",
+    b"*2\r\n$4\r\nECHO\r\n%1\r\n+a\r\n+b\r\n",
+    b"*2\r\n$4\r\nECHO\r\n~1\r\n+a\r\n",
+    b"*2\r\n$4\r\nECHO\r\n>1\r\n+a\r\n",
+    b"*3\r\n$4\r\nECHO\r\n$1\r\na\r\n|1\r\n+a\r\n+b\r\n",
+    # the same bytes inside arguments are data
+    b"*2\r\n$4\r\nECHO\r\n$4\r\n+=(x\r\n*2\r\n$4\r\nECHO\r\n$3\r\n\n+a\r\n" + PING,
+    b"ECHO +a=(b\r\n",
+]
+
+# Requests cut across reads where Redis's reading and hiredis's differ: each chunk is one send.
+SPLIT_CASES = [
+    [PING + b"$", b"0\r\n\r\n" + PING],
+    [PING + b"$3\r\nfo", b"o\r\n" + PING],
+    [PING + b"$3\r", b"\nfoo\r\n" + PING],
+    [b"*-1", b"\r\n*1\r\n$4\r\nECHO\r\n" + PING],
+    [b"*2\r\n$4\r\nECHO\r\n", b"+PING\r\n" + PING],
+    [b"*2\r", b"\n$4\r\nECHO\r\n~1\r\n+a\r\n" + PING],
+    [b"*2\r\n$4\r\nECHO\r\n!1\r", b"\na\r\n" + PING],
+    [b"*2\r\n$4\r\nEC", b"HO\r\n!1", b"\r\na\r\n" + PING],
 ]
 
 
-def probe(port: int, data: bytes) -> tuple[bytes, bool]:
-    """Send data, collect what comes back in a short while, and whether the server closed."""
+def probe(port: int, data: bytes, *more: bytes) -> tuple[bytes, bool]:
+    """Send data (then each of `more`, a moment apart: separate reads), collect what comes back
+    in a short while, and whether the server closed."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.settimeout(0.3)
     out, closed = b"", False
     try:
         sock.sendall(data)
+        for chunk in more:
+            time.sleep(0.02)
+            sock.sendall(chunk)
         while True:
             chunk = sock.recv(65536)
             if not chunk:
@@ -95,6 +127,13 @@ def probe(port: int, data: bytes) -> tuple[bytes, bool]:
 def test_same_as_redis(server, oracle_server, data):
     with ThreadPoolExecutor(2) as pool:
         ours, redis = pool.map(lambda port: probe(port, data), (server.port, oracle_server.port))
+    assert ours == redis
+
+
+@pytest.mark.parametrize("chunks", SPLIT_CASES, ids=[repr(b"|".join(c)[:32]) for c in SPLIT_CASES])
+def test_split_reads_same_as_redis(server, oracle_server, chunks):
+    with ThreadPoolExecutor(2) as pool:
+        ours, redis = pool.map(lambda port: probe(port, *chunks), (server.port, oracle_server.port))
     assert ours == redis
 
 

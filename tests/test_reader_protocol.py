@@ -109,8 +109,12 @@ def test_top_level_empty_bulk_after_a_command_is_an_inline_line():
     assert feed_all(stream) == (want, None)
     assert feed_all(pack("PING"), b"$0\r\n\r\nPING\r\n") == (want, None)
     assert feed_all(b"*0\r\n$0\r\n\r\nPING\r\n") == ([[b"$0"], [b"PING"]], None)
-    # `$` at the end of one read and `0` in the next: what follows is not lost (Redis would read `$0`)
-    assert feed_all(pack("PING") + b"$", b"0\r\n\r\nPING\r\n") == ([[b"PING"], [b"0"], [b"PING"]], None)
+    # `$` at the end of one read and `0` in the next: Redis reads the line `$0` all the same
+    assert feed_all(pack("PING") + b"$", b"0\r\n\r\nPING\r\n") == (want, None)
+    # a top-level bulk cut inside its header or payload: an inline line too, not a protocol error
+    stream = pack("PING") + b"$3\r\nfoo\r\n" + pack("PING")
+    for cut in range(len(pack("PING")) + 1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:]) == ([[b"PING"], [b"$3"], [b"foo"], [b"PING"]], None), cut
 
 
 def test_binary_and_empty_arguments():
@@ -223,3 +227,19 @@ def test_many_tiny_commands_in_one_buffer():
     stream = pack("PING") * 50_000 + b"PING\r\n" * 50_000
     commands, error = feed_all(stream)
     assert error is None and len(commands) == 100_000 and commands[-1] == [b"PING"]
+
+
+def test_strings_of_other_types_are_refused_where_an_argument_belongs():
+    """hiredis hands back simple (+), verbatim (=) and big-number (() strings as bytes, like a bulk;
+    Redis takes only bulk strings as arguments and names the type byte. The same bytes inside an
+    argument are data."""
+    for lane in (False, True):
+        assert feed_all(b"*1\r\n+PING\r\n", lane=lane) == ([], "ERR Protocol error: expected '$', got '+'")
+        assert feed_all(pack("PING") + b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", lane=lane) == ([[b"PING"]], "ERR Protocol error: expected '$', got '='")
+        assert feed_all(b"*2\r\n$4\r\nECHO\r\n(12\r\n" + pack("PING"), lane=lane) == ([], "ERR Protocol error: expected '$', got '('")
+        assert feed_all(b"*2\r\n$4\r\nECHO\r\n~1\r\n+a\r\n", lane=lane) == ([], "ERR Protocol error: expected '$', got '~'")
+        data = pack("SET", "k", "+1") + pack("ECHO", "\n=(x")
+        assert feed_all(data, lane=lane) == ([[b"SET", b"k", b"+1"], [b"ECHO", b"\n=(x"]], None)
+    # cut across reads: the element read in the next one, and a header line hiredis refuses before it ends
+    assert feed_all(b"*2\r\n$4\r\nECHO\r\n", b"+a\r\n") == ([], "ERR Protocol error: expected '$', got '+'")
+    assert feed_all(b"*2\r\n$4\r\nECHO\r\n!1", b"\r", b"\na\r\n") == ([], "ERR Protocol error: expected '$', got '!'")
