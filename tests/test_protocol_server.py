@@ -66,12 +66,7 @@ CASES = [
     b"NOSUCH a b\r\nPING\r\n",
     b"GET\r\nPING\r\n",
     PING * 3 + b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n:12\r\n",
-    # RESP3 and simple types where an argument belongs: Redis names the type byte,
-    # also for the strings hiredis returns as bytes like a bulk (+ = ()
-    b"*1\r\n+PING\r\n",
-    PING + b"*2\r\n$4\r\nECHO\r\n+PING\r\n" + PING,
-    b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n",
-    b"*2\r\n$4\r\nECHO\r\n(12\r\n",
+    # RESP3 types where an argument belongs: Redis names the type byte
     b"*2\r\n$4\r\nECHO\r\n,1.5\r\n",
     b"*2\r\n$4\r\nECHO\r\n#t\r\n",
     b"*2\r\n$4\r\nECHO\r\n_\r\n",

@@ -234,12 +234,14 @@ def test_strings_of_other_types_are_refused_where_an_argument_belongs():
     Redis takes only bulk strings as arguments and names the type byte. The same bytes inside an
     argument are data."""
     for lane in (False, True):
-        assert feed_all(b"*1\r\n+PING\r\n", lane=lane) == ([], "ERR Protocol error: expected '$', got '+'")
-        assert feed_all(pack("PING") + b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", lane=lane) == ([[b"PING"]], "ERR Protocol error: expected '$', got '='")
-        assert feed_all(b"*2\r\n$4\r\nECHO\r\n(12\r\n" + pack("PING"), lane=lane) == ([], "ERR Protocol error: expected '$', got '('")
         assert feed_all(b"*2\r\n$4\r\nECHO\r\n~1\r\n+a\r\n", lane=lane) == ([], "ERR Protocol error: expected '$', got '~'")
         data = pack("SET", "k", "+1") + pack("ECHO", "\n=(x")
         assert feed_all(data, lane=lane) == ([[b"SET", b"k", b"+1"], [b"ECHO", b"\n=(x"]], None)
+    # on the general path (a read after a cut one): +, = and ( too
+    cut = b"*2\r\n$4\r\nECHO\r\n$1\r\na"
+    assert feed_all(cut, b"\r\n*1\r\n+PING\r\n") == ([[b"ECHO", b"a"]], "ERR Protocol error: expected '$', got '+'")
+    assert feed_all(cut, b"\r\n*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n") == ([[b"ECHO", b"a"]], "ERR Protocol error: expected '$', got '='")
+    assert feed_all(cut, b"\r\n*2\r\n$4\r\nECHO\r\n(12\r\n") == ([[b"ECHO", b"a"]], "ERR Protocol error: expected '$', got '('")
     # cut across reads: the element read in the next one, and a header line hiredis refuses before it ends
     assert feed_all(b"*2\r\n$4\r\nECHO\r\n", b"+a\r\n") == ([], "ERR Protocol error: expected '$', got '+'")
     assert feed_all(b"*2\r\n$4\r\nECHO\r\n!1", b"\r", b"\na\r\n") == ([], "ERR Protocol error: expected '$', got '!'")
