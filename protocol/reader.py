@@ -287,7 +287,8 @@ class RequestReader:
             if argv is False:  # a request is cut at the end of the read
                 try:
                     b"".join(chain.from_iterable(commands))
-                    if commands and data[encoded_size(commands)] != _STAR:  # an inline line to Redis
+                    at = self._boundary(data, 0, commands, 0, 0)
+                    if data[at : at + 1] != b"*":  # the cut item is an inline line to Redis
                         argv = None
                 except TypeError:
                     argv = None
@@ -476,12 +477,8 @@ class RequestReader:
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             self._carry = len(data) - start
         elif self._carry >= 0 and self._check is not None:
-            start = pos
+            start = len(data) if self._check.started else pos  # started: _feed_multibulk checked this read
             self._carry += len(data) - pos
-            if self._check.started:  # _feed_multibulk checked its headers in this read
-                if self._carry > self.max_query_buffer:
-                    raise QueryBufferLimit("query buffer limit reached")
-                return
         elif self._carry == 0:  # the first bytes of a command, read from a boundary
             start = pos
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
@@ -520,11 +517,11 @@ class RequestReader:
         self._reader = hiredis.Reader()
         self._fresh, self._carry, self._check = True, 0, None
         if at < len(data) and data[at] == _STAR:
-            nl = data.find(b"\r\n", at)
-            if nl > 0 and data[at + 1 : at + 2] == b"-" and data[at + 2 : nl].isdigit():
-                return nl + 2  # '*-5': Redis ignores counts below 1
             check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
-            if check.feed(data, at) < 0 and check.line:
+            end = check.feed(data, at)  # Redis's error for a header it refuses
+            if end >= 0 and check.declared < 0:
+                return end  # '*-5' (hiredis refuses it): Redis ignores counts below 1
+            if end < 0 and check.line:
                 return self._await_line(check, len(data) - at, len(data))
             raise ProtocolError("invalid multibulk length")
         return at
@@ -564,12 +561,9 @@ class RequestReader:
             return
         pos, end, ok = start, len(data), begun
         while pos < end and count:
-            nl = data.find(b"\r\n", pos)
-            if nl > pos and (data[pos + 1 : pos + 2] == b"-" or nl == pos + 2 and data[pos + 1] == 48):
-                pos = nl + 2  # '*-1' and '*0': hiredis gave None or [], which Redis ignores
-                continue
+            check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             try:
-                pos = _HeaderCheck(self.max_bulk_len, self.unauthenticated).feed(data, pos)
+                pos = check.feed(data, pos)
             except ProtocolError:
                 del commands[ok:]
                 self._reader = hiredis.Reader()
@@ -577,8 +571,9 @@ class RequestReader:
                 raise
             if pos < 0:
                 return
-            ok += 1
-            count -= 1
+            if check.declared > 0:  # not '*0' or '*-1' (hiredis gave [] or None; Redis ignores them)
+                ok += 1
+                count -= 1
 
 
 def _bad_element(argv) -> str:

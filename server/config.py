@@ -32,6 +32,11 @@ _SAVE_NUMBER = re.compile(r"\+?[0-9]+")  # strtoll over the whole word: a sign '
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+def is_glob(pattern: str) -> bool:
+    """CONFIG GET's test (configGetCommand): a name with none of these is looked up, not matched."""
+    return any(c in pattern for c in "[*?")
+
+
 def parse_memory(text: str) -> int | None:
     """'1gb' -> 1073741824, as Redis's memtoull; None when malformed.
 
@@ -396,7 +401,7 @@ class Config:
         pattern = pattern.lower()
         if pattern in PARAMS:
             return {pattern: self.format(pattern)}
-        if not any(c in pattern for c in "[*?"):  # Redis: no glob character, an exact name or nothing
+        if not is_glob(pattern):  # Redis: no glob character, an exact name or nothing
             return {}
         match = compile_pattern(pattern.encode("utf-8", "surrogateescape"), nocase=True)  # Redis's stringmatch, nocase
         return {name: self.format(name) for name in PARAMS if match(name.encode())}

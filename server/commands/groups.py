@@ -246,8 +246,8 @@ def xgroup_createconsumer(ctx, argv):
     consumer's times (the effect that replays a consumer exactly).
     """
     pinned = None
-    if len(argv) != 5:
-        if not ctx.loading or len(argv) != 9:
+    if len(argv) != 5:  # only loading clients get here with more (Command.loading_max_args)
+        if len(argv) != 9:
             raise wrong_arity("xgroup|createconsumer")
         if argv[5].upper() != b"SEENTIME" or argv[7].upper() != b"ACTIVETIME":
             raise ReplyError(SYNTAX)

@@ -317,7 +317,7 @@ def _keys_for(argv: list[bytes]) -> tuple[Command, list[int]]:
     if (arity > 0 and len(target) != arity) or len(target) < -arity:
         raise ReplyError("ERR Invalid number of arguments specified for command")
     positions = cmd.key_positions(target)
-    if not positions and not {"no-mandatory-keys", "no_mandatory_keys"} & cmd.flags:
+    if not positions and "no-mandatory-keys" not in cmd.flags:
         raise ReplyError("ERR Invalid arguments specified for command")  # e.g. XREAD without STREAMS
     return cmd, positions
 

@@ -10,7 +10,7 @@ from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Map, Verbatim
 
 from ..command import command, container
-from ..config import PARAMS
+from ..config import PARAMS, is_glob
 from ..info import info_string, reset_stats, rss_bytes
 from ..slowlog import threshold_ns as slowlog_threshold
 from .args import help_reply, to_float, to_int
@@ -94,7 +94,7 @@ def config_get(ctx, argv):
     seen: set[str] = set()  # canonical names: Redis's matches dict compares names without case
     for pattern in argv[2:]:
         text = pattern.decode(errors="replace")
-        exact = not any(c in text for c in "[*?")
+        exact = not is_glob(text)
         for name, value in config.get(text).items():
             if name not in seen:
                 seen.add(name)
