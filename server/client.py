@@ -22,6 +22,7 @@ from .server import BLOCKED, Server
 
 _STATUS = {status: b"+%s\r\n" % status for status in (OK, PONG, QUEUED)}  # the usual status replies, encoded once
 _BULK = [b"$%d\r\n" % size for size in range(64)]  # bulk string headers: concatenation is cheaper than % formatting
+_NIL = (b"", b"", b"$-1\r\n", b"_\r\n")  # None by protocol version, as encode2 and encode3 write it
 ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
 SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, then the next one
 
@@ -153,6 +154,8 @@ class Client(asyncio.Protocol):
                 out = [_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply)]
             elif kind is Raw:
                 out = [reply]
+            elif reply is None:  # a missing key's nil
+                out = [_NIL[self.resp]]
             else:
                 out = []
                 self.encode(reply, out)
@@ -223,6 +226,8 @@ class Client(asyncio.Protocol):
                     out.append(_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply))
                 elif kind is Raw:  # stream ranges, already encoded (the same in both protocols)
                     out.append(reply)
+                elif reply is None:
+                    out.append(_NIL[self.resp])
                 else:
                     self.encode(reply, out)
             else:

@@ -101,12 +101,12 @@ def test_a_killed_client_still_gets_the_replies_of_commands_it_ran(setup):
 # one: errors before execution, MULTI, CLIENT REPLY modes, RESP3, a wake-up of a
 # blocked reader, and QUIT.
 SESSION = [
-    ("PING",), ("SET", "k", "v"), ("GET", "k"), ("GET",), ("NOSUCH", "x"), ("CONFIG", "GET", "maxclients"),
+    ("PING",), ("SET", "k", "v"), ("GET", "k"), ("GET", "nokey"), ("GET",), ("NOSUCH", "x"), ("CONFIG", "GET", "maxclients"),
     ("CLIENT", "REPLY", "SKIP"), ("INCRBY", "skipped", "7"), ("INCR", "n"),
     ("CLIENT", "REPLY", "OFF"), ("SET", "quiet", "1"), ("CLIENT", "REPLY", "ON"),
     ("MULTI",), ("INCR", "n"), ("GET", "k"), ("EXEC",), ("MULTI",), ("GET",), ("EXEC",),
     ("XADD", "s", "1-1", "f", "v"), ("XADD", "s", "1-1", "f", "v"), ("XRANGE", "s", "-", "+"), ("XADD", "s", "*"),
-    ("HELLO", "3"), ("CONFIG", "GET", "maxclients"), ("XREAD", "STREAMS", "s", "0"), ("XADD", "w", "5-1", "a", "b"),
+    ("HELLO", "3"), ("GET", "nokey"), ("CONFIG", "GET", "maxclients"), ("XREAD", "STREAMS", "s", "0"), ("XADD", "w", "5-1", "a", "b"),
     ("SET", "k", "v2", "GET"), ("QUIT",), ("PING",),
 ]
 
@@ -148,7 +148,8 @@ def test_one_request_per_read_answers_as_a_pipeline_does():
         results.append(_play((server, connect, turn), one_per_read))
     loop.close()
     alone, replies = results[0], results[0][0]
-    assert replies.startswith(b"+PONG\r\n+OK\r\n$1\r\nv\r\n-ERR wrong number of arguments for 'get' command\r\n")
+    assert replies.startswith(b"+PONG\r\n+OK\r\n$1\r\nv\r\n$-1\r\n-ERR wrong number of arguments for 'get' command\r\n")
+    assert b"\r\n_\r\n%1\r\n" in replies  # the missing key's nil in RESP3, then CONFIG GET's map
     assert b":7\r\n" not in replies and b"+OK\r\n+OK\r\n+QUEUED" in replies  # SKIP and OFF drop their replies
     assert replies.endswith(b"$1\r\nv\r\n+OK\r\n")  # SET ... GET (RESP3), then QUIT; the PING after it never runs
     assert alone[1].startswith(b"*1\r\n*2\r\n$1\r\nw\r\n")  # the blocked XREAD woke with the XADD to w
