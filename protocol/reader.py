@@ -295,7 +295,7 @@ class RequestReader:
                 if argv is False:
                     self._clean = False
                     try:
-                        self._pending(data, 0, commands, 0, 0, 1 if commands else 0)
+                        self._pending(data, 0, at if commands else None)
                     except QueryBufferLimit:
                         return commands, ""
                     except ProtocolError as exc:
@@ -449,31 +449,30 @@ class RequestReader:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped, start, begun)
-            if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
-                self._walk(data, start, commands, begun)
-        if not (done or skipped) or reader.has_data() or data[-2:] != b"\r\n":
-            at_boundary = False
-        else:
-            # hiredis's has_data() is false after any complete element, inside an
-            # array too: only the bytes the completed requests take tell whether
-            # it stopped between commands (a read ending `$1\r\n1\r\n` may be
-            # a request cut after an argument equal to the last command's last).
-            at_boundary = self._boundary(data, pos, commands, first, skipped) == len(data)
-        if at_boundary:
+            self._walk_other_strings(data, pos, start, commands, begun)
+        completed = done or skipped
+        # Where what follows the completed commands starts: the next command, if this read has its start.
+        at = self._boundary(data, pos, commands, first, skipped) if completed else pos if self._carry == 0 else len(data)
+        # hiredis's has_data() is false after any complete element, inside an
+        # array too: only the bytes the completed requests take tell whether
+        # it stopped between commands (a read ending `$1\r\n1\r\n` may be
+        # a request cut after an argument equal to the last command's last).
+        if completed and at == len(data) and not reader.has_data() and data[-2:] == b"\r\n":
             self._carry, self._check, self._clean = 0, None, True
             return None
-        # Where the incomplete item starts, if in this read: not a '*' there is an inline line to Redis.
-        at = self._boundary(data, pos, commands, first, skipped) if done or skipped else pos if self._carry == 0 else len(data)
-        if at < len(data) and data[at] != _STAR:
+        if at < len(data) and data[at] != _STAR:  # the incomplete item is an inline line to Redis
             return self._restart(data, pos, commands, first, skipped)
         self._clean = False
-        self._pending(data, pos, commands, first, skipped, done or skipped)
+        self._pending(data, pos, at if completed else None)
         return None
 
-    def _pending(self, data: bytes, pos: int, commands: list, first: int, skipped: int, completed: int) -> None:
-        """A command is incomplete after this read: track its size and check its headers."""
-        if completed:
-            start = self._boundary(data, pos, commands, first, skipped)
+    def _pending(self, data: bytes, pos: int, boundary: int | None) -> None:
+        """A command is incomplete after this read: track its size and check its headers.
+
+        boundary: where it starts, when commands completed before it in this read (else None).
+        """
+        if boundary is not None:
+            start = boundary
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             self._carry = len(data) - start
         elif self._carry >= 0 and self._check is not None:
@@ -503,8 +502,7 @@ class RequestReader:
                 b"".join(chain.from_iterable(commands[first:]))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped, start, begun)
-            if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
-                self._walk(data, start, commands, begun, len(commands) - begun)
+            self._walk_other_strings(data, pos, start, commands, begun, len(commands) - begun)
         return self._restart(data, pos, commands, first, skipped)
 
     def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
@@ -514,8 +512,7 @@ class RequestReader:
         if at == pos and self._carry > 0 and check is not None and check.started and check.line:
             # hiredis refused the carried command at a header whose line goes on (it read this read)
             return self._await_line(check, self._carry + len(data) - pos, len(data))
-        self._reader = hiredis.Reader()
-        self._fresh, self._carry, self._check = True, 0, None
+        self._reset()
         if at < len(data) and data[at] == _STAR:
             check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             end = check.feed(data, at)  # Redis's error for a header it refuses
@@ -525,6 +522,11 @@ class RequestReader:
                 return self._await_line(check, len(data) - at, len(data))
             raise ProtocolError("invalid multibulk length")
         return at
+
+    def _reset(self) -> None:
+        """Drop hiredis's state: what follows is parsed from a command boundary by a fresh reader."""
+        self._reader = hiredis.Reader()
+        self._fresh, self._carry, self._check = True, 0, None
 
     def _await_line(self, check: _HeaderCheck, carry: int, end: int) -> int:
         """hiredis refused a header (`!1`, say) before its line ended, where Redis reads the whole
@@ -546,9 +548,13 @@ class RequestReader:
                 if index >= begun:  # raises with the type byte Redis names
                     self._walk(data, start, commands, begun, index - begun + 1)
                 del commands[index:]
-                self._reader = hiredis.Reader()
-                self._fresh, self._carry, self._check = True, 0, None
+                self._reset()
                 raise ProtocolError(_bad_element(argv))
+
+    def _walk_other_strings(self, data: bytes, pos: int, start: int, commands: list, begun: int, count: int = -1) -> None:
+        """`_walk` a read with a simple, verbatim or big-number string's type byte after a line end."""
+        if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
+            self._walk(data, start, commands, begun, count)
 
     def _walk(self, data: bytes, start: int, commands: list, begun: int, count: int = -1) -> None:
         """Read the requests hiredis completed from `start` (commands[begun] on) header by header, as Redis does.
@@ -566,8 +572,7 @@ class RequestReader:
                 pos = check.feed(data, pos)
             except ProtocolError:
                 del commands[ok:]
-                self._reader = hiredis.Reader()
-                self._fresh, self._carry, self._check = True, 0, None
+                self._reset()
                 raise
             if pos < 0:
                 return
