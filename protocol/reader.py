@@ -28,6 +28,22 @@ _LF = 10  # b"\n"
 # seconds). Such counts are refused before hiredis sees them.
 _HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
 _huge_search = _HUGE_COUNT.search
+# '>' (push), '~' (set) and '|' (attribute) with eight digits: RESP3 aggregates hiredis
+# sizes the same way (a push's slots are even written: 800 MB for 100M of them), though
+# Redis reads them only as errors (where an element is due) or inline text (a command
+# start). Rare bytes in requests: an `in` test (a memchr) goes before each search, and
+# one search a type byte (a literal to find) costs half of one for the three.
+_huge_push, _huge_set, _huge_attribute = (re.compile(kind + rb"[0-9]{8}").search for kind in (rb">", rb"~", rb"\|"))
+_HUGE = re.compile(rb"\*[0-9]{9}|[>~|][0-9]{8}")  # any of them: where the guarded path stops
+
+
+def _huge(data: bytes) -> bool:
+    """Whether data holds a count hiredis must not see (`_HUGE`), in a header or as payload."""
+    return _huge_search(data) is not None or (
+        (62 in data and _huge_push(data) is not None)
+        or (126 in data and _huge_set(data) is not None)
+        or (124 in data and _huge_attribute(data) is not None)
+    )
 # Simple strings, verbatim strings and big numbers: RESP types hiredis hands back as
 # bytes, like a bulk string, where Redis takes bulk strings only ("expected '$', got
 # '+'"). On the general path a read with one of their type bytes after a line end
@@ -37,7 +53,7 @@ _huge_search = _HUGE_COUNT.search
 _OTHER_STRING = re.compile(rb"\n[+=(]")
 _other_string_search = _OTHER_STRING.search
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
-_COUNT_TAIL = re.compile(rb"\*[0-9]{0,8}\Z")  # a read ending where such a count may be cut
+_COUNT_TAIL = re.compile(rb"[*~|>][0-9]{0,8}\Z")  # a read ending where such a count may be cut
 
 
 def split_args(line: bytes) -> list[bytes]:
@@ -230,7 +246,7 @@ class RequestReader:
         self._check: _HeaderCheck | None = None
         self._held = b""  # a trailing '*' + digits kept for the next read
         self._clean = True  # at a command boundary with nothing held back: the fast path applies
-        self._broken = False  # hiredis refused a header line not yet ended: only `_check` reads on
+        self._broken = False  # a header refused before its line ended: only `_check` reads on
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
@@ -239,7 +255,12 @@ class RequestReader:
         """The usual read of a request/reply client: `data` is one whole request, read from a
         command boundary; its argv. None for any other read, which `feed` must then be given:
         it goes on from where this stopped (hiredis may have seen the bytes already)."""
-        if self._clean and data[-1] == _LF and data[0] == _STAR and _huge_search(data) is None:
+        if (  # _huge(data), inlined: this test runs on every request
+            self._clean and data[-1] == _LF and data[0] == _STAR and _huge_search(data) is None
+            and (62 not in data or _huge_push(data) is None)
+            and (126 not in data or _huge_set(data) is None)
+            and (124 not in data or _huge_attribute(data) is None)
+        ):
             reader = self._reader
             reader.feed(data)
             self._fresh = False
@@ -308,7 +329,7 @@ class RequestReader:
             data = self._held + data
             self._held = b""
         edge = len(data) - 9 if len(data) > 9 else 0
-        tail = _COUNT_TAIL.search(data, edge) if data.find(b"*", edge) >= 0 else None
+        tail = _COUNT_TAIL.search(data, edge)
         if tail is not None:
             # '*' and digits at the very end: the count may go on in the next
             # read, and hiredis must not see a huge one, so wait for the rest.
@@ -317,7 +338,7 @@ class RequestReader:
             if not data:
                 return commands, None
         try:
-            if _HUGE_COUNT.search(data) is None:
+            if not _huge(data):
                 self._feed_part(data, commands)
             else:
                 self._feed_guarded(data, commands)
@@ -340,28 +361,37 @@ class RequestReader:
                 self._feed_inline(data, commands, resume)
 
     def _feed_guarded(self, data: bytes, commands: list) -> None:
-        """Rare path: data holds '*' and 9+ digits somewhere (a payload, or a huge count).
+        """Rare path: data holds a huge aggregate count somewhere (`_HUGE`: in a payload, or a header).
 
         Feed up to each such place and look at the parser's state there: at a
-        command start it is a multibulk count of 100M+ arguments, where an
-        element is expected it is a nested array (Redis: "expected '$'"); in a
-        payload or an inline line it is just data.
+        command start '*' is a multibulk count of 100M+ arguments, and the
+        other types an inline line (hiredis, reset, does not see it); where an
+        element is expected it is a nested aggregate (Redis: "expected '$'");
+        in a payload or an inline line it is just data.
         """
         start = 0
-        for match in _HUGE_COUNT.finditer(data):
+        for match in _HUGE.finditer(data):
             at = match.start()
             if at < start:
                 continue
             if at > start:
                 self._feed_part(data[start:at], commands)
                 start = at
+            kind = data[at : at + 1]
             if (self._fresh and not self._inline) or (not self._fresh and self._carry == 0 and self._check is None):
+                if kind != b"*":
+                    self._reset()  # a command boundary: the line is read inline from here
+                    continue
                 if data.find(b"\r\n", at) < 0 and len(data) - at > INLINE_MAX:
                     raise ProtocolError("too big mbulk count string")
                 raise ProtocolError("invalid multibulk length")
             check = self._check
             if check is not None and check.args and not check.skip and not check.line:
-                raise ProtocolError("expected '$', got '*'")
+                # An aggregate where an element is due: Redis answers "expected '$', got '*'"
+                # once the header's line ends. From here only `check` reads, and raises then.
+                check.feed(data, at)
+                self._await_line(check, self._carry + len(data) - at, len(data))
+                return
         if start < len(data):
             self._feed_part(data[start:], commands)
 
@@ -529,8 +559,9 @@ class RequestReader:
         self._fresh, self._carry, self._check = True, 0, None
 
     def _await_line(self, check: _HeaderCheck, carry: int, end: int) -> int:
-        """hiredis refused a header (`!1`, say) before its line ended, where Redis reads the whole
-        line before it answers "expected '$', got '!'": from here only `check` reads, until it raises."""
+        """A header refused before its line ended (by hiredis, `!1` say, or a huge aggregate count),
+        where Redis reads the whole line before it answers "expected '$', got '!'": from here only
+        `check` reads, until it raises."""
         if carry > self.max_query_buffer:
             raise QueryBufferLimit("query buffer limit reached")
         self._check, self._carry, self._broken, self._fresh = check, carry, True, False

@@ -74,6 +74,12 @@ CASES = [
     b"*2\r\n$4\r\nECHO\r\n~1\r\n+a\r\n",
     b"*2\r\n$4\r\nECHO\r\n>1\r\n+a\r\n",
     b"*3\r\n$4\r\nECHO\r\n$1\r\na\r\n|1\r\n+a\r\n+b\r\n",
+    # RESP3 aggregates with counts hiredis would size up front (a push's slots are even written)
+    b"*1\r\n>999999999\r\n",
+    b"*2\r\n$4\r\nECHO\r\n~999999999\r\n",
+    b"*2\r\n$4\r\nECHO\r\n|4294967295\r\n",
+    PING + b">999999999\r\n" + PING,
+    b"*2\r\n$4\r\nECHO\r\n$10\r\n>999999999\r\n",
     # the same bytes inside arguments are data
     b"*2\r\n$4\r\nECHO\r\n$4\r\n+=(x\r\n*2\r\n$4\r\nECHO\r\n$3\r\n\n+a\r\n" + PING,
     b"ECHO +a=(b\r\n",
@@ -89,6 +95,12 @@ SPLIT_CASES = [
     [b"*2\r", b"\n$4\r\nECHO\r\n~1\r\n+a\r\n" + PING],
     [b"*2\r\n$4\r\nECHO\r\n!1\r", b"\na\r\n" + PING],
     [b"*2\r\n$4\r\nEC", b"HO\r\n!1", b"\r\na\r\n" + PING],
+    [b"*2\r\n$4\r\nECHO\r\n>9999", b"99999\r\n" + PING],
+    [PING, b"~999999999\r\n" + PING],
+    [PING + b"|99", b"9999999\r\n" + PING],
+    # a huge aggregate where an argument belongs, its line ending in a later read: Redis answers then
+    [b"*3\r\n$4\r\nECHO\r\n", b"|99999999\r", b"\n~1\r\n" + PING],
+    [b"*2\r\n$4\r\nECHO\r\n*3000000000", b"\r\n" + PING],
 ]
 
 

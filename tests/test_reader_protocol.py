@@ -150,6 +150,9 @@ def test_incomplete_commands_wait():
         (b"*1\r\n$600000000\r\n", "invalid bulk length"),
         (b"*1\r\n*1\r\n$1\r\na\r\n", "expected '$', got '*'"),
         (b"*1\r\n*3000000000\r\n", "expected '$', got '*'"),
+        (b"*1\r\n>99999999\r\n", "expected '$', got '>'"),
+        (b"*2\r\n$4\r\nECHO\r\n~4294967295\r\n", "expected '$', got '~'"),
+        (b"*1\r\n|999999999\r\n", "expected '$', got '|'"),
         (b"*1\r\n:1\r\n", "expected '$', got ':'"),
         (b"*1\r\n-1\r\n", "expected '$', got '-'"),
         # a bad element with more bytes behind it in the same read (hiredis then fails on those)
@@ -188,6 +191,32 @@ def test_huge_count_never_reaches_hiredis(cut, lane):
         assert (commands, error) == ([[b"PING"]], "ERR Protocol error: invalid multibulk length")
 
     assert _peak_allocation(steps) < 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize("lane", [False, True])
+@pytest.mark.parametrize("kind", [b">", b"~", b"|"])
+@pytest.mark.parametrize("cut", [0, 1, 2, 5, 9, 10])
+def test_huge_resp3_aggregate_never_reaches_hiredis(kind, cut, lane):
+    """A push, set or attribute count is sized like an array's (a push's 100M slots are written: 800 MB).
+    Where an argument belongs it is Redis's "expected '$'"; at a command start, an inline line."""
+    header = kind + b"99999999\r\n"
+
+    def steps():
+        element = feed_all(pack("PING") + b"*2\r\n$4\r\nECHO\r\n" + header[:cut], header[cut:], lane=lane)
+        assert element == ([[b"PING"]], f"ERR Protocol error: expected '$', got '{kind.decode()}'")
+        start = feed_all(pack("PING") + header[:cut], header[cut:] + pack("PING"), lane=lane)
+        assert start == ([[b"PING"], [header[:-2]], [b"PING"]], None)
+
+    assert _peak_allocation(steps) < 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize("lane", [False, True])
+def test_huge_resp3_aggregate_inside_a_payload_is_data(lane):
+    value = b">999999999\r\n~99999999|4294967295\r\n>"
+    want = [[b"SET", b"k", value], [b"PING"]]
+    stream = pack("SET", "k", value) + pack("PING")
+    for cut in range(1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:], lane=lane) == (want, None), cut
 
 
 @pytest.mark.parametrize("lane", [False, True])
