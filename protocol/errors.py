@@ -37,6 +37,15 @@ def arg_text(arg: bytes) -> str:
     return arg.decode("utf-8", "surrogateescape")
 
 
+def error_line(message: str) -> bytes:
+    """An error text as Redis writes it (addReplyErrorFormat): arguments echoed byte for byte (see
+    `arg_text`), and no CR or LF inside, which would end the line early (they become spaces)."""
+    data = message.encode("utf-8", "surrogateescape")
+    if b"\r" in data or b"\n" in data:
+        data = data.strip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")
+    return data
+
+
 def subcommand_error(argv: list[bytes]) -> ReplyError:
     """Redis's reply to a container command's unknown subcommand or wrong argument count."""
     return ReplyError(

@@ -15,7 +15,7 @@ from itertools import chain
 
 import hiredis
 
-from .errors import ProtocolError
+from .errors import ProtocolError, arg_text
 
 INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE
 INT_MAX = 2**31 - 1
@@ -167,7 +167,7 @@ class _HeaderCheck:
                     raise ProtocolError("unauthenticated multibulk length")
                 continue
             if header[:1] != b"$":
-                raise ProtocolError(f"expected '$', got '{header[:1].decode('latin-1')}'")
+                raise ProtocolError(f"expected '$', got '{arg_text(header[:1])}'")
             if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
                 raise ProtocolError("invalid bulk length")
             if self.unauthenticated and int(header[1:]) > UNAUTH_MAX_BULK:

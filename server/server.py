@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from time import perf_counter_ns
 
-from protocol.errors import ReplyError, arg_text
+from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
 from storage.keyspace import Keyspace
 
@@ -204,11 +204,7 @@ class Server:
         self.errorstats[code] = self.errorstats.get(code, 0) + 1
         if rejected and cmd is not None:
             cmd.rejected_calls += 1
-        data = message.encode("utf-8", "surrogateescape")  # names echoed byte for byte (see protocol.errors.arg_text)
-        if b"\r" in data or b"\n" in data:
-            # As Redis's addReplyErrorFormat: a name echoed in the text must not end the line early.
-            data = data.strip(b"\r\n").replace(b"\r", b" ").replace(b"\n", b" ")
-        return Error(data)
+        return Error(error_line(message))
 
     # -- writes: effects, WATCH, blocked clients, propagation -------------
 

@@ -74,6 +74,10 @@ CASES = [
     b"*2\r\n$4\r\nECHO\r\n~1\r\n+a\r\n",
     b"*2\r\n$4\r\nECHO\r\n>1\r\n+a\r\n",
     b"*3\r\n$4\r\nECHO\r\n$1\r\na\r\n|1\r\n+a\r\n+b\r\n",
+    # the type byte named in the error: raw (not UTF-8), and CR or LF as a space (they would end the line)
+    b"*1\r\n\xff\r\n",
+    b"*2\r\n$3\r\n2GET\r\n$1\r\nk\r\n",
+    b"*1\r\n\r\r\n",
     # RESP3 aggregates with counts hiredis would size up front (a push's slots are even written)
     b"*1\r\n>999999999\r\n",
     b"*2\r\n$4\r\nECHO\r\n~999999999\r\n",
