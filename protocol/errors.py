@@ -32,9 +32,10 @@ def wrong_arity(name: str) -> ReplyError:
 
 
 def arg_text(arg: bytes) -> str:
-    """An argument quoted in an error text, as Redis quotes it: byte for byte (Server.error encodes
-    the text back with surrogateescape, so bytes that are not UTF-8 come out as they came in)."""
-    return arg.decode("utf-8", "surrogateescape")
+    """An argument quoted in an error text, as Redis's printf-style '%s' quotes it: byte for byte up
+    to its first NUL (Server.error encodes the text back with surrogateescape, so bytes that are not
+    UTF-8 come out as they came in)."""
+    return arg.partition(b"\0")[0].decode("utf-8", "surrogateescape")
 
 
 def error_line(message: str) -> bytes:

@@ -167,7 +167,8 @@ class _HeaderCheck:
                     raise ProtocolError("unauthenticated multibulk length")
                 continue
             if header[:1] != b"$":
-                raise ProtocolError(f"expected '$', got '{arg_text(header[:1])}'")
+                kind = header[:1] or b"\r"  # an empty line: Redis names its CR
+                raise ProtocolError(f"expected '$', got '{arg_text(kind)}'")
             if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
                 raise ProtocolError("invalid bulk length")
             if self.unauthenticated and int(header[1:]) > UNAUTH_MAX_BULK:

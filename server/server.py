@@ -409,11 +409,12 @@ class Server:
 
 
 def _unknown_command(argv: list[bytes]) -> str:
-    """Redis's text: each argument quoted and followed by a space, 128 bytes at most, echoed byte for byte."""
+    """Redis's text: each argument quoted and followed by a space, 128 bytes at most, echoed byte
+    for byte up to its first NUL (Redis formats them with '%.*s')."""
     args = b""
     for arg in argv[1:]:
         if len(args) >= 128:
             break
-        args += b"'" + arg[: 128 - len(args)] + b"' "
-    text = b"ERR unknown command '" + argv[0][:128] + b"', with args beginning with: " + args
+        args += b"'" + arg.partition(b"\0")[0][: 128 - len(args)] + b"' "
+    text = b"ERR unknown command '" + argv[0].partition(b"\0")[0][:128] + b"', with args beginning with: " + args
     return arg_text(text)  # Server.error encodes it back to these bytes

@@ -78,6 +78,11 @@ CASES = [
     b"*1\r\n\xff\r\n",
     b"*2\r\n$3\r\n2GET\r\n$1\r\nk\r\n",
     b"*1\r\n\r\r\n",
+    b"*2\r\n$4\r\n:C:>HO\r\n$5\r\nhello\r\n",
+    # names echoed in errors end at a NUL, as C's printf ends them
+    b"*1\r\n$4\r\nPI\x00G\r\n",
+    b"*3\r\n$2\r\nN\x00\r\n$3\r\na\x00b\r\n$1\r\nc\r\n",
+    b"*3\r\n$6\r\nCLIENT\r\n$5\r\nNO\x00PE\r\n$1\r\nx\r\n",
     # RESP3 aggregates with counts hiredis would size up front (a push's slots are even written)
     b"*1\r\n>999999999\r\n",
     b"*2\r\n$4\r\nECHO\r\n~999999999\r\n",
