@@ -31,8 +31,8 @@ _huge_search = _HUGE_COUNT.search
 # '>' (push), '~' (set) and '|' (attribute) with eight digits: RESP3 aggregates hiredis
 # sizes the same way (a push's slots are even written: 800 MB for 100M of them), though
 # Redis reads them only as errors (where an element is due) or inline text (a command
-# start). Rare bytes in requests: an `in` test (a memchr) goes before each search, and
-# one search a type byte (a literal to find) costs half of one for the three.
+# start). Rare bytes in requests: an `in` test (a memchr) goes before each search, and a
+# search for one type byte (a literal) costs half as much as one search for the three.
 _huge_push, _huge_set, _huge_attribute = (re.compile(kind + rb"[0-9]{8}").search for kind in (rb">", rb"~", rb"\|"))
 _HUGE = re.compile(rb"\*[0-9]{9}|[>~|][0-9]{8}")  # any of them: where the guarded path stops
 
@@ -44,6 +44,8 @@ def _huge(data: bytes) -> bool:
         or (126 in data and _huge_set(data) is not None)
         or (124 in data and _huge_attribute(data) is not None)
     )
+
+
 # Simple strings, verbatim strings and big numbers: RESP types hiredis hands back as
 # bytes, like a bulk string, where Redis takes bulk strings only ("expected '$', got
 # '+'"). On the general path a read with one of their type bytes after a line end
@@ -245,7 +247,7 @@ class RequestReader:
         self._fresh = True
         self._carry = 0
         self._check: _HeaderCheck | None = None
-        self._held = b""  # a trailing '*' + digits kept for the next read
+        self._held = b""  # a trailing aggregate type byte + digits kept for the next read
         self._clean = True  # at a command boundary with nothing held back: the fast path applies
         self._broken = False  # a header refused before its line ended: only `_check` reads on
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
@@ -332,8 +334,8 @@ class RequestReader:
         edge = len(data) - 9 if len(data) > 9 else 0
         tail = _COUNT_TAIL.search(data, edge)
         if tail is not None:
-            # '*' and digits at the very end: the count may go on in the next
-            # read, and hiredis must not see a huge one, so wait for the rest.
+            # An aggregate type byte and digits at the very end: the count may go on
+            # in the next read, and hiredis must not see a huge one, so wait for the rest.
             self._held = data[tail.start() :]
             data = data[: tail.start()]
             if not data:
