@@ -15,7 +15,6 @@ from collections import deque
 from time import time_ns as _time_ns
 
 from protocol.encoder import encode2, encode3
-from protocol.errors import error_line
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
 from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
@@ -207,8 +206,8 @@ class Client(asyncio.Protocol):
         remaining = iter(commands)
         for argv in remaining:
             if type(argv) is str:
-                if argv:
-                    out.append(b"-%s\r\n" % error_line(argv))
+                if argv:  # counted in INFO's error stats, as Redis counts every error reply
+                    out.append(b"-%s\r\n" % server.error(argv))
                 else:  # client-query-buffer-limit: Redis closes without a word
                     stats = server.stats
                     stats["client_query_buffer_limit_disconnections"] = stats.get("client_query_buffer_limit_disconnections", 0) + 1
