@@ -96,3 +96,15 @@ def hits_and_misses(port: int, setup: list[tuple], commands: list[tuple]) -> lis
         return seen
     finally:
         conn.close()
+
+
+def error_stats(port: int) -> tuple[int, int]:
+    """INFO's total_error_replies and errorstat_ERR count."""
+    conn = RawConn(port)
+    try:
+        stats, errors = conn.call("INFO", "stats").decode(), conn.call("INFO", "errorstats").decode()
+    finally:
+        conn.close()
+    total = int(stats.split("total_error_replies:")[1].split("\r\n")[0])
+    err = int(errors.split("errorstat_ERR:count=")[1].split("\r\n")[0]) if "errorstat_ERR:" in errors else 0
+    return total, err

@@ -12,6 +12,7 @@ import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from tests.rawclient import error_stats
 from tests.test_protocol_server import probe
 
 CASES = 240
@@ -67,11 +68,16 @@ def test_mutated_pipelines_answered_as_redis_answers(server, oracle_server):
     def both(chunks: list[bytes]) -> tuple:
         return probe(server.port, *chunks), probe(oracle_server.port, *chunks)
 
+    before = [error_stats(port) for port in (server.port, oracle_server.port)]
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(both, cases))
+    after = [error_stats(port) for port in (server.port, oracle_server.port)]
     differences = [
         (chunks, ours, redis)
         for chunks, (ours, redis) in zip(cases, results, strict=True)
         if ours != redis and b"version" not in redis[0]  # HELLO (a mutated 'hello') names the version
     ]
     assert not differences, differences[:5]
+    # and the same error replies counted in INFO (total_error_replies, errorstat_ERR)
+    ours, redis = ((a[0] - b[0], a[1] - b[1]) for a, b in zip(after, before, strict=True))
+    assert ours == redis

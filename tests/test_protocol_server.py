@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.rawclient import RawConn
+from tests.rawclient import RawConn, error_stats
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 
@@ -153,23 +153,14 @@ def test_split_reads_same_as_redis(server, oracle_server, chunks):
     assert ours == redis
 
 
-def _error_stats(port: int) -> tuple[int, int]:
-    conn = RawConn(port)
-    stats, errors = conn.call("INFO", "stats").decode(), conn.call("INFO", "errorstats").decode()
-    conn.close()
-    total = int(stats.split("total_error_replies:")[1].split("\r\n")[0])
-    err = int(errors.split("errorstat_ERR:count=")[1].split("\r\n")[0]) if "errorstat_ERR:" in errors else 0
-    return total, err
-
-
 def test_protocol_errors_count_in_error_stats_as_in_redis(server, oracle_server):
     """A protocol error is an error reply like any other: total_error_replies and errorstat_ERR."""
     deltas = []
     for port in (server.port, oracle_server.port):
-        before = _error_stats(port)
+        before = error_stats(port)
         for data in [b"*1\r\n$-1\r\n", b"*abc\r\n", b'SET k "a\r\n', PING + b"*1\r\n:1\r\n"]:
             probe(port, data)
-        after = _error_stats(port)
+        after = error_stats(port)
         deltas.append((after[0] - before[0], after[1] - before[1]))
     assert deltas[0] == deltas[1] == (4, 4)
 
