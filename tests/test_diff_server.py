@@ -298,6 +298,16 @@ def test_client_reply_bytes(pair):
     assert ours.read_raw(until=b"$1\r\nb\r\n") == theirs.read_raw(until=b"$1\r\nb\r\n") == b"+OK\r\n$1\r\nb\r\n"
 
 
+def test_reset_after_client_reply_skip_or_off(pair):
+    """RESET clears OFF (its own reply is sent) but not the SKIP of its own reply."""
+    ours, theirs = pair
+    script = b"CLIENT REPLY SKIP\r\nRESET\r\nECHO a\r\nCLIENT REPLY OFF\r\nRESET\r\nECHO b\r\n"
+    ours.send(script)
+    theirs.send(script)
+    got, want = ours.read_raw(until=b"$1\r\nb\r\n"), theirs.read_raw(until=b"$1\r\nb\r\n")
+    assert got == want == b"$1\r\na\r\n+RESET\r\n$1\r\nb\r\n"
+
+
 def test_command_info_matches_for_connection_commands(pair):
     """Arity, flags, key positions and ACL categories of the commands this module owns."""
     names = ["ping", "echo", "select", "quit", "auth", "hello", "reset", "time", "info", "monitor", "lastsave",

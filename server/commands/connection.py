@@ -8,7 +8,7 @@ from protocol.errors import SYNTAX, ReplyError, arg_text
 from protocol.reply import OK, PONG, Map, Simple
 
 from .. import REDIS_VERSION
-from ..client import ON
+from ..client import ON, SKIP
 from ..command import command
 from .args import to_int
 
@@ -143,7 +143,8 @@ def reset(ctx, argv):
     ctx.authenticated = not server.config["requirepass"]
     ctx.reader.unauthenticated = not ctx.authenticated
     ctx.name = b""
-    ctx.reply_mode = ON
+    if ctx.reply_mode is not SKIP:  # Redis clears OFF and a pending SKIP, not the skip of this reply
+        ctx.reply_mode = ON
     ctx.flags_no_evict = False
     ctx.no_touch = False
     if ctx.monitor:
