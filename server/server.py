@@ -145,11 +145,14 @@ class Server:
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
-                if cmd is not None and cmd.name == "exec":
-                    # a rejected EXEC ends the transaction (Redis's execCommandAbort)
-                    from .commands.transactions import exec_abort
+            if cmd is not None and cmd.name == "exec":
+                # Redis's execCommandAbort, in MULTI or not: the transaction and WATCHes end,
+                # the error is EXECABORT, and MONITOR sees the EXEC that call() never ran
+                from .commands.transactions import exec_abort
 
-                    return self.error(exec_abort(client, exc.message), cmd, rejected=True)
+                if self.monitors:
+                    self.feed_monitors(client, cmd, argv)
+                return self.error(exec_abort(client, exc.message), cmd, rejected=True)
             return self.error(exc.message, cmd, rejected=True)
         if self.pause is not None and not client.loading and self.pause.applies(client, cmd):
             from .pause import postpone  # CLIENT PAUSE in force
@@ -164,8 +167,6 @@ class Server:
 
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
-        if self.monitors:
-            self.feed_monitors(client, cmd, argv)
         cmd.calls += 1
         start = perf_counter_ns()
         try:
@@ -190,6 +191,8 @@ class Server:
             self.slowlog.push(client, argv, elapsed)
         if client.db.expired:
             self.propagate_expired(client.db)
+        if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
+            self.feed_monitors(client, cmd, argv)
         return result
 
     @property

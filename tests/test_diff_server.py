@@ -417,6 +417,38 @@ def test_monitor_repeated_and_inside_exec_bytes(pair):
     assert ours.call("CLIENT", "INFO").split(b" flags=")[1].startswith(b"N ")  # not a monitor
 
 
+def _monitored(port: int, commands: list[tuple]) -> list[bytes]:
+    """MONITOR's lines for `commands` sent by another client, time and address left out (the db kept)."""
+    import re
+
+    monitor, client = RawConn(port), RawConn(port)
+    try:
+        monitor.call("MONITOR")
+        for args in commands:
+            client.call(*args)
+        client.call("PING", "end")
+        lines = []
+        while not lines or b'"end"' not in lines[-1]:
+            lines.append(monitor.read())
+        return [re.sub(rb"^\d+\.\d+ \[(\d+) [^\]]+\]", rb"[\1]", line) for line in lines]
+    finally:
+        monitor.close()
+        client.close()
+
+
+def test_monitor_lines_follow_the_command(server, oracle_server):
+    """As Redis's call() feeds MONITOR after the command: SELECT shows its new db, EXEC comes after
+    what it ran; a rejected EXEC (EXECABORT, even outside MULTI) is shown too."""
+    commands = [("SELECT", "1"), ("SET", "b", "1"), ("SELECT", "0"), ("MULTI",), ("SET", "a", "1"), ("SELECT", "2"),
+                ("EXEC",), ("SELECT", "0"), ("EXEC", "x"), ("MULTI",), ("PING",), ("EXEC", "y"), ("MULTI",), ("AUTH", "pw"), ("EXEC",)]  # fmt: skip
+    assert _monitored(server.port, commands) == _monitored(oracle_server.port, commands)
+
+
+def test_rejected_exec_outside_multi_is_an_execabort(pair):
+    same(pair, "EXEC", "x")
+    same(pair, "EXEC")
+
+
 BINARY_ECHOES = [
     [b"CLIENT", b"\xff\xfe"], [b"CONFIG", b"\xff"], [b"CONFIG", b"SET", b"\xffx", b"1"], [b"CLIENT", b"LIST", b"TYPE", b"\xff"],
     [b"OBJECT", b"\xff"], [b"COMMAND", b"\xff"], [b"\xff\xfe", b"a\xff"], [b"SLOWLOG", b"\xff"], [b"HELLO", b"3", b"\xff"],

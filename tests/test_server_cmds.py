@@ -365,7 +365,7 @@ def test_monitor_lines(server):
     stamp, rest = lines[0][1:].split(" ", 1)
     assert abs(float(stamp) - time.time()) < 60 and len(stamp.split(".")[1]) == 6
     assert rest == f'[0 127.0.0.1:{port}] "SET" "k" "a \\"quoted\\"\\nvalue\\x01"'
-    assert lines[1].endswith(f'[0 127.0.0.1:{port}] "SELECT" "3"')
+    assert lines[1].endswith(f'[3 127.0.0.1:{port}] "SELECT" "3"')  # fed after the command: its new db, as Redis
     assert lines[2].endswith(f'[3 127.0.0.1:{port}] "AUTH" "(redacted)" "(redacted)"')
     assert lines[3].endswith(f'[3 127.0.0.1:{port}] "PING"')
     mon.close()
