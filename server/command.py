@@ -77,11 +77,15 @@ class Command:
             raise wrong_arity(self.name)
         sub = self.subcommands.get(argv[1].lower())
         if sub is None:
-            raise ReplyError(
+            raise UnknownSubcommand(
                 f"ERR unknown subcommand '{arg_text(argv[1][:128])}'. "
                 f"Try {self.name.upper()} HELP."
             )
         return sub
+
+
+class UnknownSubcommand(ReplyError):
+    """No command at all to Redis (its lookup fails): INFO commandstats counts it nowhere."""
 
 
 COMMANDS: dict[bytes, Command] = {}

@@ -20,7 +20,7 @@ from storage.keyspace import Keyspace
 
 from . import REDIS_VERSION
 from .blocking import Block, BlockingManager
-from .command import COMMANDS, Command
+from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
@@ -145,6 +145,8 @@ class Server:
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
+            if type(exc) is UnknownSubcommand:
+                cmd = None
             if cmd is not None and cmd.name == "exec":
                 # Redis's execCommandAbort, in MULTI or not: the transaction and WATCHes end,
                 # the error is EXECABORT, and MONITOR sees the EXEC that call() never ran
@@ -167,7 +169,6 @@ class Server:
 
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
-        cmd.calls += 1
         start = perf_counter_ns()
         try:
             result = cmd.handler(client, argv)
@@ -186,6 +187,7 @@ class Server:
                     else:  # the quiet case: nothing to touch, queue or propagate
                         self.dirty += len(effects)
         elapsed = perf_counter_ns() - start
+        cmd.calls += 1  # after the command, as Redis counts it: CONFIG RESETSTAT counts itself, INFO does not
         cmd.duration_ns += elapsed
         if elapsed >= self.slowlog_threshold_ns and "skip-slowlog" not in cmd.flags:
             self.slowlog.push(client, argv, elapsed)

@@ -444,6 +444,29 @@ def test_monitor_lines_follow_the_command(server, oracle_server):
     assert _monitored(server.port, commands) == _monitored(oracle_server.port, commands)
 
 
+def _command_stats(conn: RawConn) -> dict[str, str]:
+    """INFO commandstats without the times, errorstats, and total_commands_processed."""
+    import re
+
+    text = "".join(conn.call("INFO", section).decode() for section in ("commandstats", "errorstats", "stats"))
+    stats = {name: (calls, rest) for name, calls, rest in re.findall(r"(cmdstat_[^:]+):calls=(\d+),usec=.*?,(rejected_calls=\d+,failed_calls=\d+)", text)}
+    stats.update(re.findall(r"(errorstat_[^:]+|total_commands_processed):(\S+)", text))
+    return stats
+
+
+def test_command_stats_match_redis(pair):
+    """calls, rejected_calls and failed_calls as Redis counts them: a call counted once it has run (CONFIG
+    RESETSTAT counts itself, INFO does not), an unknown subcommand counted nowhere, arity errors as rejected."""
+    commands = [("CONFIG", "RESETSTAT"), ("SET", "a", "1"), ("GET",), ("INCR", "s"), ("XADD", "s", "*", "f", "v"), ("XADD", "s", "0-0", "f", "v"),
+                ("NOSUCH",), ("CLIENT", "NOPE"), ("CONFIG", "NOPE"), ("XGROUP", "NOPE"), ("CONFIG",), ("MULTI",), ("GET", "a"), ("EXEC",),
+                ("SELECT", "99"), ("XGROUP", "CREATE", "s", "g", "$"), ("XREADGROUP", "GROUP", "h", "c", "STREAMS", "s", ">"), ("PING", "a", "b")]  # fmt: skip
+    ours, theirs = pair
+    for args in commands:
+        ours.call(*args)
+        theirs.call(*args)
+    assert _command_stats(ours) == _command_stats(theirs)
+
+
 def test_rejected_exec_outside_multi_is_an_execabort(pair):
     same(pair, "EXEC", "x")
     same(pair, "EXEC")
