@@ -467,6 +467,23 @@ def test_command_stats_match_redis(pair):
     assert _command_stats(ours) == _command_stats(theirs)
 
 
+def test_slowlog_redacts_passwords_as_redis(pair):
+    """AUTH and HELLO hide passwords as they read their arguments: not when AUTH has too many, and in
+    HELLO only an AUTH pair met walking valid options after a valid protocol version."""
+    commands = [("AUTH", "pw"), ("AUTH", "user", "pw"), ("AUTH", "a", "b", "c"), ("HELLO", "2", "AUTH", "default", "pw"),
+                ("HELLO", "2", "SETNAME", "auth", "AUTH", "default", "pw"), ("HELLO", "4", "AUTH", "default", "pw"),
+                ("HELLO", "2", "BAD", "AUTH", "default", "pw"), ("HELLO", "2", "AUTH", "default"), ("HELLO", "x", "AUTH", "a", "b")]  # fmt: skip
+    logged = []
+    for conn in pair:
+        conn.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
+        conn.call("SLOWLOG", "RESET")
+        for args in commands:
+            conn.call(*args)
+        conn.call("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+        logged.append([entry[3] for entry in conn.call("SLOWLOG", "GET", "-1")])
+    assert logged[0] == logged[1]
+
+
 def test_rejected_exec_outside_multi_is_an_execabort(pair):
     same(pair, "EXEC", "x")
     same(pair, "EXEC")

@@ -40,15 +40,23 @@ def quote_arg(arg: bytes) -> str:
 
 
 def redacted(argv: list[bytes]) -> list[bytes]:
-    """Hide passwords as Redis does: AUTH's arguments, HELLO's AUTH pair."""
+    """Hide passwords where Redis's commands do it as they read their arguments: AUTH's (unless
+    there are too many, a syntax error), and HELLO's AUTH pair, met walking the options after a
+    valid protocol version, up to the first option it refuses."""
     name = argv[0].lower()
     if name == b"auth":
-        return [argv[0]] + [b"(redacted)"] * (len(argv) - 1)
-    if name == b"hello":
+        return argv if len(argv) > 3 else [argv[0]] + [b"(redacted)"] * (len(argv) - 1)
+    if name == b"hello" and len(argv) > 2 and argv[1] in (b"2", b"3"):
         argv = list(argv)
-        for index in range(2, len(argv) - 2):
-            if argv[index].lower() == b"auth":
+        index = 2
+        while index < len(argv):
+            option, more = argv[index].lower(), len(argv) - 1 - index
+            if option == b"auth" and more >= 2:
                 argv[index + 1] = argv[index + 2] = b"(redacted)"
+                index += 3
+            elif option == b"setname" and more:
+                index += 2
+            else:
                 break
     return argv
 
