@@ -4,6 +4,8 @@ for everything deterministic. Known 7.0-vs-7.4 differences are left out."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.rawclient import RawConn
@@ -419,8 +421,6 @@ def test_monitor_repeated_and_inside_exec_bytes(pair):
 
 def _monitored(port: int, commands: list[tuple]) -> list[bytes]:
     """MONITOR's lines for `commands` sent by another client, time and address left out (the db kept)."""
-    import re
-
     monitor, client = RawConn(port), RawConn(port)
     try:
         monitor.call("MONITOR")
@@ -444,10 +444,8 @@ def test_monitor_lines_follow_the_command(server, oracle_server):
     assert _monitored(server.port, commands) == _monitored(oracle_server.port, commands)
 
 
-def _command_stats(conn: RawConn) -> dict[str, str]:
+def _command_stats(conn: RawConn) -> dict[str, object]:
     """INFO commandstats without the times, errorstats, and total_commands_processed."""
-    import re
-
     text = "".join(conn.call("INFO", section).decode() for section in ("commandstats", "errorstats", "stats"))
     stats = {name: (calls, rest) for name, calls, rest in re.findall(r"(cmdstat_[^:]+):calls=(\d+),usec=.*?,(rejected_calls=\d+,failed_calls=\d+)", text)}
     stats.update(re.findall(r"(errorstat_[^:]+|total_commands_processed):(\S+)", text))
