@@ -447,22 +447,41 @@ class Env:
         redis-benchmark settings, so a neighbour's load on this shared machine
         spreads over all of them; the best round is the least disturbed one.
         All rounds' figures stay in `row.extra`, with the server's CPU share
-        during each run (1.0 = one core busy: the server was the limit).
+        during each run (1.0 = one core busy: the server was the limit) and
+        its CPU time per request (see `cpu_row`).
         """
+        requests = options.get("requests", 100_000)
         for _ in range(self.rounds):
             for kind, server in servers.items():
                 self.log(f"{row.suite}: {row.name} on {kind}")
                 cpu_before, started = server.cpu_seconds(), time.perf_counter()
                 results = self.redis_benchmark(server, command, tests=tests, **options)
-                cpu_share = (server.cpu_seconds() - cpu_before) / (time.perf_counter() - started)
+                cpu_used = server.cpu_seconds() - cpu_before
+                cpu_share = cpu_used / (time.perf_counter() - started)
                 result = results[result_name] if result_name else next(iter(results.values()))
-                runs = row.extra.setdefault(kind, {"rps": [], "p50_ms": [], "p99_ms": [], "server_cpu": []})
+                runs = row.extra.setdefault(kind, {"rps": [], "p50_ms": [], "p99_ms": [], "server_cpu": [], "cpu_us_per_request": []})
                 runs["rps"].append(result.rps)
                 runs["server_cpu"].append(round(cpu_share, 2))
+                runs["cpu_us_per_request"].append(round(cpu_used / requests * 1e6, 2))
                 runs["p50_ms"].append(result.p50_ms)
                 runs["p99_ms"].append(result.p99_ms)
                 setattr(row, kind, max(runs["rps"]))
         return row
+
+    @staticmethod
+    def cpu_row(row: Row) -> Row:
+        """The server CPU time per request behind a `benchmark_row` (its lowest round), as an info row.
+
+        Unpipelined, redis-benchmark itself may be the bottleneck, and then
+        every server shows the client's rate: how close the ratio is to 1 says
+        how fast this machine's client is as much as how fast the server is.
+        CPU time per request says what each server spends whatever the client's
+        speed (to /proc's 10 ms clock ticks, about 2% of a run here).
+        """
+        cpu = Row(row.suite, f"server CPU per request, {row.name}", "us")
+        for kind, runs in row.extra.items():
+            setattr(cpu, kind, min(runs["cpu_us_per_request"]))
+        return cpu
 
 
 def parse_benchmark_csv(text: str) -> dict[str, BenchResult]:

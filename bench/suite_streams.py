@@ -1,7 +1,8 @@
 """Streams (issue 3): XADD and XRANGE throughput, memory per entry, XREAD BLOCK wake-up.
 
 - XADD: redis-benchmark, 50 clients, `XADD <key> * sensor-id 1234 temperature
-  10.5` on one key, unpipelined and -P 16 (the thin Python server too).
+  10.5` on one key, unpipelined and -P 16 (the thin Python server too); the
+  unpipelined row is followed by each server's CPU time per request.
 - XRANGE: `XRANGE <key> - + COUNT 10` on a 100,000-entry stream, 50 clients,
   unpipelined and -P 16.
 - Memory: 1,000,000 entries of `sensor-id 1234 temperature 10.5`, loaded with
@@ -41,6 +42,7 @@ def run(env: Env) -> list[Row]:
             [
                 ("XADD -c 50 -P 16", "req/s"),
                 ("XADD -c 50 -P 1", "req/s"),
+                ("server CPU per request, XADD -c 50 -P 1", "us"),
                 ("XRANGE - + COUNT 10 (100k) -c 50 -P 16", "req/s"),
                 ("XRANGE - + COUNT 10 (100k) -c 50 -P 1", "req/s"),
                 ("memory, 1M entries", "B/entry"),
@@ -78,6 +80,8 @@ def throughput_rows(env: Env) -> list[Row]:
                 command = ["XRANGE", "bench:range", "-", "+", "COUNT", "10"]
             chosen = {kind: server for kind, server in servers.items() if with_thin or kind != "thin"}
             rows.append(env.benchmark_row(row, chosen, command, pipeline=pipeline, requests=requests))
+            if what == "xadd" and pipeline == 1:
+                rows.append(env.cpu_row(rows[-1]))
 
         p50 = Row(SUITE, "XREAD BLOCK wake-up p50", "us", note=f"{samples} samples: XADD sent -> blocked reader has its reply")
         p99 = Row(SUITE, "XREAD BLOCK wake-up p99", "us")
