@@ -154,6 +154,8 @@ class Client(asyncio.Protocol):
                 out = [_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply)]
             elif kind is Raw:
                 out = [reply]
+            elif kind is int:
+                out = [b":%d\r\n" % reply]
             elif reply is None:  # a missing key's nil
                 out = [_NIL[self.resp]]
             else:
@@ -201,7 +203,7 @@ class Client(asyncio.Protocol):
         the commands before it: it is answered and the connection closed.
         """
         server = self.server
-        execute = server.execute
+        execute, call, lookup = server.execute, server.call, server.commands.get
         out: list[bytes] = []
         remaining = iter(commands)
         for argv in remaining:
@@ -213,7 +215,14 @@ class Client(asyncio.Protocol):
                     stats["client_query_buffer_limit_disconnections"] = stats.get("client_query_buffer_limit_disconnections", 0) + 1
                 self.close_after_reply = True
                 break
-            reply = execute(self, argv)
+            cmd = lookup(argv[0])
+            if (
+                cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args
+                and self.multi is None and self.authenticated and server.pause is None and not server.oom
+            ):
+                reply = call(self, cmd, argv)
+            else:
+                reply = execute(self, argv)
             if reply is BLOCKED:
                 self.pending.extend(remaining)
                 break
@@ -226,6 +235,8 @@ class Client(asyncio.Protocol):
                     out.append(_BULK[size] + reply + b"\r\n" if size < 64 else b"$%d\r\n%s\r\n" % (size, reply))
                 elif kind is Raw:  # stream ranges, already encoded (the same in both protocols)
                     out.append(reply)
+                elif kind is int:  # counts and counters (not bool, a subclass): the same in both protocols
+                    out.append(b":%d\r\n" % reply)
                 elif reply is None:
                     out.append(_NIL[self.resp])
                 else:

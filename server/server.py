@@ -126,9 +126,10 @@ class Server:
     def execute(self, client, argv: list[bytes]):
         """Run one command for client; returns the reply, or BLOCKED.
 
-        Client.data_received calls `call` directly for a request none of these
-        checks can stop (a known command with no subcommands and a valid argc,
-        outside MULTI, no pause or OOM in force): keep the two in step.
+        Client.data_received and Client.run call `call` directly for a request
+        none of these checks can stop (a known command with no subcommands and
+        a valid argc, from an authenticated client outside MULTI, no pause or
+        OOM in force): keep the three in step.
         """
         cmd = self.commands.get(argv[0]) or self.lookup_command(argv[0])
         try:

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from server import REDIS_VERSION, __version__
-from tests.rawclient import RawConn
+from tests.rawclient import RawConn, encode_command
 from tests.servers import start_millrace
 
 
@@ -503,6 +503,10 @@ def test_maxmemory_refuses_denyoom_commands(server):
     try:
         assert str(conn.call("SET", "k", "v")) == "OOM command not allowed when used memory > 'maxmemory'."
         assert conn.call("GET", "before") == b"1"  # reads still work
+        # the same in a pipeline (read at once: the server's batch path, not the one-request one)
+        conn.send(encode_command("SET", "k", "v") + encode_command("GET", "before") + encode_command("INCR", "n"))
+        oom, value, incr = conn.read(), conn.read(), conn.read()
+        assert (str(oom), value, str(incr)) == ("OOM command not allowed when used memory > 'maxmemory'.", b"1", str(oom))
         assert conn.call("DEL", "before") == 1  # and so do deletions
     finally:
         conn.call("CONFIG", "SET", "maxmemory", "0")
