@@ -18,6 +18,8 @@ def to_int(arg: bytes, error: str = NOT_INTEGER) -> int:
     Only an optional '-' and ASCII digits, no leading zeros, no "-0" (Python's
     int() would also take spaces, '+' and underscores).
     """
+    if arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or len(arg) == 1):
+        return int(arg)  # the usual argument: a non-negative number that cannot overflow
     digits = arg[1:] if arg[:1] == b"-" else arg
     if not digits.isdigit() or (digits[0] == 48 and len(arg) > 1) or len(digits) > 19:
         raise ReplyError(error)

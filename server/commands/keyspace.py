@@ -223,28 +223,45 @@ def swapdb(ctx, argv):
 # -- expiry -------------------------------------------------------------------
 
 _EXPIRE_FLAGS = {b"NX": 1, b"XX": 2, b"GT": 4, b"LT": 8}
+_SECONDS_MIN, _SECONDS_MAX = -(-LLONG_MIN // 1000), LLONG_MAX // 1000  # seconds whose ms fit a long long
 
 
 def _invalid_expire(argv) -> ReplyError:
     return ReplyError(f"ERR invalid expire time in '{argv[0].decode(errors='replace').lower()}' command")
 
 
-def _expire(ctx, argv, unit_ms: int, relative: bool):
-    """Redis's expireGenericCommand: options, then the time, then the key."""
+def _expire_flags(argv) -> int:
+    """EXPIRE's NX/XX/GT/LT options as bits (1, 2, 4, 8), refused as expireGenericCommand refuses them."""
     flags = 0
-    for option in argv[3:] if len(argv) > 3 else ():
+    for option in argv[3:]:
         flag = _EXPIRE_FLAGS.get(option.upper())
         if flag is None:
             raise ReplyError(f"ERR Unsupported option {arg_text(option)}")
         flags |= flag
-    nx, xx, gt, lt = flags & 1, flags & 2, flags & 4, flags & 8
-    if nx and (xx or gt or lt):
+    if flags & 1 and flags & 14:
         raise ReplyError("ERR NX and XX, GT or LT options at the same time are not compatible")
-    if gt and lt:
+    if flags & 12 == 12:
         raise ReplyError("ERR GT and LT options at the same time are not compatible")
+    return flags
+
+
+def _expire_allowed(flags: int, current: int | None, when: int) -> bool:
+    """Whether the options let `when` replace the key's TTL `current` (None: no TTL, an infinite one)."""
+    if flags & 1:  # NX
+        return current is None
+    if flags & 2 and current is None:  # XX
+        return False
+    if flags & 4 and (current is None or when <= current):  # GT
+        return False
+    return not (flags & 8 and current is not None and when >= current)  # LT
+
+
+def _expire(ctx, argv, unit_ms: int, relative: bool):
+    """Redis's expireGenericCommand: options, then the time, then the key."""
+    flags = _expire_flags(argv) if len(argv) > 3 else 0
     when = to_int(argv[2])
     if unit_ms == 1000:
-        if not -(-LLONG_MIN // 1000) <= when <= LLONG_MAX // 1000:
+        if not _SECONDS_MIN <= when <= _SECONDS_MAX:
             raise _invalid_expire(argv)
         when *= 1000
     now = ctx.server.now
@@ -255,16 +272,8 @@ def _expire(ctx, argv, unit_ms: int, relative: bool):
     key, db = argv[1], ctx.db
     if db.lookup(key, now) is None:
         return 0, []
-    if flags:
-        current = db.expires.get(key)
-        if nx and current is not None:
-            return 0, []
-        if xx and current is None:
-            return 0, []
-        if gt and (current is None or when <= current):
-            return 0, []
-        if lt and current is not None and when >= current:
-            return 0, []
+    if flags and not _expire_allowed(flags, db.expires.get(key), when):
+        return 0, []
     if when <= now and not ctx.loading:
         db.delete(key, now)
         return 1, [[b"DEL", key]]
