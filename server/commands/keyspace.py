@@ -43,9 +43,14 @@ def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
     server = ctx.server
     db, now = ctx.db, server.now
-    if len(argv) == 2:  # the usual form: no generator, and no lookup call without TTLs
+    if len(argv) == 2:  # the usual form: no generator, and a lookup call only for an expired key (as GET)
         key = argv[1]
-        if db.lookup(key, now) is not None if db.expires else key in db.data:
+        found = key in db.data
+        if found and db.expires:
+            when = db.expires.get(key)
+            if when is not None and when < now:
+                found = db.lookup(key, now) is not None  # the rare path: expired (see Database.expiry)
+        if found:
             server.keyspace_hits += 1
             return 1
         server.keyspace_misses += 1
