@@ -14,7 +14,8 @@ produce yet because it lacks a command is `Row(..., skipped=NOT_SUPPORTED)`
 `env.pick(default, quick)` so `--quick` shrinks every suite the same way.
 
 Helpers for suites: `env.redis_benchmark(server, ...)` (runs Debian's
-redis-benchmark with identical settings for every server), `RawConnection`
+redis-benchmark with identical settings for every server), `cpu_row` (the
+server CPU time per request behind a `env.benchmark_row`), `RawConnection`
 (a blocking socket + hiredis reader, so the client side costs the same for
 every server), `load_pipelined` (bulk loading with pipelined raw writes),
 `Server.rss_bytes()` / `Server.used_memory()` for memory, `percentile`.
@@ -439,6 +440,7 @@ class Env:
         *,
         tests: str | None = None,
         result_name: str | None = None,
+        requests: int = 100_000,
         **options,
     ) -> Row:
         """Fill `row` with each server's best req/s over `self.rounds` interleaved rounds.
@@ -450,12 +452,11 @@ class Env:
         during each run (1.0 = one core busy: the server was the limit) and
         its CPU time per request (see `cpu_row`).
         """
-        requests = options.get("requests", 100_000)
         for _ in range(self.rounds):
             for kind, server in servers.items():
                 self.log(f"{row.suite}: {row.name} on {kind}")
                 cpu_before, started = server.cpu_seconds(), time.perf_counter()
-                results = self.redis_benchmark(server, command, tests=tests, **options)
+                results = self.redis_benchmark(server, command, tests=tests, requests=requests, **options)
                 cpu_used = server.cpu_seconds() - cpu_before
                 cpu_share = cpu_used / (time.perf_counter() - started)
                 result = results[result_name] if result_name else next(iter(results.values()))
@@ -468,20 +469,20 @@ class Env:
                 setattr(row, kind, max(runs["rps"]))
         return row
 
-    @staticmethod
-    def cpu_row(row: Row) -> Row:
-        """The server CPU time per request behind a `benchmark_row` (its lowest round), as an info row.
 
-        Unpipelined, redis-benchmark itself may be the bottleneck, and then
-        every server shows the client's rate: how close the ratio is to 1 says
-        how fast this machine's client is as much as how fast the server is.
-        CPU time per request says what each server spends whatever the client's
-        speed (to /proc's 10 ms clock ticks, about 2% of a run here).
-        """
-        cpu = Row(row.suite, f"server CPU per request, {row.name}", "us")
-        for kind, runs in row.extra.items():
-            setattr(cpu, kind, min(runs["cpu_us_per_request"]))
-        return cpu
+def cpu_row(row: Row) -> Row:
+    """The server CPU time per request behind a `benchmark_row` (its lowest round), as an info row.
+
+    Unpipelined, redis-benchmark itself may be the bottleneck, and then
+    every server shows the client's rate: how close the ratio is to 1 says
+    how fast this machine's client is as much as how fast the server is.
+    CPU time per request says what each server spends whatever the client's
+    speed (to /proc's 10 ms clock ticks, about 2% of a run here).
+    """
+    cpu = Row(row.suite, f"server CPU per request, {row.name}", "us")
+    for kind, runs in row.extra.items():
+        setattr(cpu, kind, min(runs["cpu_us_per_request"]))
+    return cpu
 
 
 def parse_benchmark_csv(text: str) -> dict[str, BenchResult]:

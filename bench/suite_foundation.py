@@ -7,7 +7,7 @@ server back to back with identical settings, in `env.rounds` interleaved rounds
 (best of them), so a load change on the shared machine hits the three
 figures of one row alike. Only one server is ever
 under load at a time (the idle ones do nothing). The unpipelined rows are
-followed by each server's CPU time per request (`Env.cpu_row`), the figure
+followed by each server's CPU time per request (`harness.cpu_row`), the figure
 that does not depend on how fast redis-benchmark runs on this machine.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .harness import Env, Row, Target
+from .harness import Env, Row, Target, cpu_row
 
 SUITE = "foundation"
 TESTS = (("PING", "ping_mbulk", "PING_MBULK"), ("SET", "set", "SET"), ("GET", "get", "GET"))
@@ -34,5 +34,5 @@ def run(env: Env) -> list[Row]:
                 row = Row(SUITE, f"{label} -c 50 -P {pipeline}", "req/s", target=target)
                 env.benchmark_row(row, servers, tests=test, result_name=result_name, pipeline=pipeline, requests=requests, keyspace=100_000)
                 rows.append(row)
-        rows += [env.cpu_row(row) for row in rows if row.name.endswith("-P 1")]
+        rows += [cpu_row(row) for row in rows if row.name.endswith("-P 1")]
     return rows

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .harness import Env, Row, Server, Target, load_pipelined, pack, percentile
+from .harness import Env, Row, Server, Target, cpu_row, load_pipelined, pack, percentile
 
 SUITE = "streams"
 FIELDS = ("sensor-id", "1234", "temperature", "10.5")
@@ -81,7 +81,7 @@ def throughput_rows(env: Env) -> list[Row]:
             chosen = {kind: server for kind, server in servers.items() if with_thin or kind != "thin"}
             rows.append(env.benchmark_row(row, chosen, command, pipeline=pipeline, requests=requests))
             if what == "xadd" and pipeline == 1:
-                rows.append(env.cpu_row(rows[-1]))
+                rows.append(cpu_row(rows[-1]))
 
         p50 = Row(SUITE, "XREAD BLOCK wake-up p50", "us", note=f"{samples} samples: XADD sent -> blocked reader has its reply")
         p99 = Row(SUITE, "XREAD BLOCK wake-up p99", "us")
