@@ -1,10 +1,11 @@
 """Streams (issue 3): XADD and XRANGE throughput, memory per entry, XREAD BLOCK wake-up.
 
 - XADD: redis-benchmark, 50 clients, `XADD <key> * sensor-id 1234 temperature
-  10.5` on one key, unpipelined and -P 16 (the thin Python server too); the
-  unpipelined row is followed by each server's CPU time per request.
+  10.5` on one key, unpipelined and -P 16 (the thin Python server too).
 - XRANGE: `XRANGE <key> - + COUNT 10` on a 100,000-entry stream, 50 clients,
   unpipelined and -P 16.
+- Each unpipelined row is followed by each server's CPU time per request
+  (`harness.cpu_row`).
 - Memory: 1,000,000 entries of `sensor-id 1234 temperature 10.5`, loaded with
   pipelined XADD into a fresh server. Redis: the INFO `used_memory` delta
   (Redis's own accounting). Millrace: the process's RSS delta from
@@ -45,6 +46,7 @@ def run(env: Env) -> list[Row]:
                 ("server CPU per request, XADD -c 50 -P 1", "us"),
                 ("XRANGE - + COUNT 10 (100k) -c 50 -P 16", "req/s"),
                 ("XRANGE - + COUNT 10 (100k) -c 50 -P 1", "req/s"),
+                ("server CPU per request, XRANGE - + COUNT 10 (100k) -c 50 -P 1", "us"),
                 ("memory, 1M entries", "B/entry"),
                 ("XREAD BLOCK wake-up p50", "us"),
                 ("XREAD BLOCK wake-up p99", "us"),
@@ -80,7 +82,7 @@ def throughput_rows(env: Env) -> list[Row]:
                 command = ["XRANGE", "bench:range", "-", "+", "COUNT", "10"]
             chosen = {kind: server for kind, server in servers.items() if with_thin or kind != "thin"}
             rows.append(env.benchmark_row(row, chosen, command, pipeline=pipeline, requests=requests))
-            if what == "xadd" and pipeline == 1:
+            if pipeline == 1:
                 rows.append(cpu_row(rows[-1]))
 
         p50 = Row(SUITE, "XREAD BLOCK wake-up p50", "us", note=f"{samples} samples: XADD sent -> blocked reader has its reply")

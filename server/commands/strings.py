@@ -185,10 +185,8 @@ def _incr(ctx, key: bytes, delta: int):
         current = 0
     elif type(value) is not bytes:
         raise ReplyError(WRONGTYPE)
-    elif value.isdigit() and len(value) < 19 and (value[0] != 48 or len(value) == 1):
-        current = int(value)  # the usual counter: a small non-negative number
     else:
-        current = to_int(value)
+        current = to_int(value)  # a plain counter takes to_int's first test
     result = current + delta
     if not LLONG_MIN <= result <= LLONG_MAX:
         raise ReplyError(OVERFLOW)
