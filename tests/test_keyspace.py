@@ -255,14 +255,14 @@ def test_scan_guarantee_under_concurrent_writes(r, r2):
 
 def test_scan_errors(r):
     assert error_of(r, "SCAN", "x") == "invalid cursor"
-    assert error_of(r, "SCAN", " 5") == "invalid cursor"
+    assert error_of(r, "SCAN", "-1") == "invalid cursor"  # Redis 8's string2ull; 7.x's strtoul wrapped it
     assert error_of(r, "SCAN", "18446744073709551616") == "invalid cursor"
     assert error_of(r, "SCAN", "0", "COUNT", "0") == "syntax error"
     assert error_of(r, "SCAN", "0", "COUNT", "x") == "value is not an integer or out of range"
     assert error_of(r, "SCAN", "0", "MATCH") == "syntax error"
     assert error_of(r, "SCAN", "0", "FOO", "bar") == "syntax error"
     assert r.execute_command("SCAN", "18446744073709551615")[0] in (b"0", 0)
-    assert r.execute_command("SCAN", "-1")[0] in (b"0", 0)
+    assert r.execute_command("SCAN", " 5")[0] in (b"0", 0)  # Redis 8 reads it with strtoull, as 7.x did not
 
 
 def test_scan_skips_expired(r):
@@ -327,7 +327,7 @@ def test_copy_stream_is_independent(r):
 def test_object(r):
     r.mset({"small": 123, "big": 12345, "text": "abc", "long": "x" * 45, "neg": -5})
     assert r.object("encoding", "small") == b"int"
-    assert r.object("refcount", "small") == 2147483647  # Redis shares the integers 0..9999
+    assert r.object("refcount", "small") == 1  # Redis 8 no longer shares 0..9999 as a key's value (7.x: INT_MAX)
     assert r.object("refcount", "big") == 1
     assert r.object("encoding", "text") == b"embstr"
     assert r.object("encoding", "long") == b"raw"

@@ -8,6 +8,8 @@ changed nothing propagates nothing.
 
 from __future__ import annotations
 
+import re
+
 from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError, arg_text
 from protocol.reply import OK, Simple
 from storage.keyspace import type_name
@@ -75,15 +77,25 @@ def keys(ctx, argv):
     return ctx.db.keys(argv[1], ctx.server.now)
 
 
+_STRING2LL = re.compile(rb"0|-?[1-9][0-9]*")  # what Redis's strict string2ll() reads
+_STRTOULL = re.compile(rb"[ \t\n\v\f\r]*([+-]?)([0-9]+)")  # what C's strtoull() reads, to the end
+
+
 def parse_cursor(arg: bytes) -> int:
-    """A SCAN cursor as Redis reads it with strtoul: '+'/'-' allowed (negatives wrap), no spaces."""
-    text = arg[1:] if arg[:1] in (b"+", b"-") else arg
-    if arg[:1].isspace() or (text and not text.isdigit()) or (not text and arg) or len(text.lstrip(b"0")) > 20:
+    """A SCAN cursor as Redis 8 reads it (string2ull): a strict integer, which must not be negative, or
+    else anything strtoull() reads whole, so leading spaces, '+', leading zeros and '-' (wrapping) pass.
+
+    Redis reads the argument as a C string: a NUL byte ends it."""
+    text = arg.split(b"\0", 1)[0]
+    if len(text) <= 20 and _STRING2LL.fullmatch(text) and LLONG_MIN <= (value := int(text)) <= LLONG_MAX:
+        if value < 0:
+            raise ReplyError("ERR invalid cursor")
+        return value
+    match = _STRTOULL.fullmatch(text)
+    digits = match[2].lstrip(b"0") if match else b""
+    if match is None or len(digits) > 20 or (value := int(digits or b"0")) > ULONG_MAX:
         raise ReplyError("ERR invalid cursor")
-    value = int(text.lstrip(b"0") or b"0")
-    if value > ULONG_MAX:
-        raise ReplyError("ERR invalid cursor")
-    return (-value) & ULONG_MAX if arg[:1] == b"-" else value
+    return (-value) & ULONG_MAX if match[1] == b"-" else value
 
 
 @command("scan", -2, "readonly", group="generic", since="2.8.0",
@@ -481,10 +493,11 @@ OBJECT_HELP = [
     "    Return the number of references of the value associated with the specified",
     "    <key>.",
     "HELP",
-    "    Prints this help.",
+    "    Print this help.",
 ]
-OBJ_SHARED_INTEGERS = 10000
-OBJ_SHARED_REFCOUNT = 2147483647
+
+EMBSTR_MAX_SIZE = 41  # key + value bytes Redis 8 still embeds with the object (7.x: a 44-byte value, key apart)
+EXPIRE_SIZE = 8  # an embedded expire time
 
 
 def _integer_encoded(value: bytes) -> bool:
@@ -501,27 +514,28 @@ def _integer_encoded(value: bytes) -> bool:
 @command("object|encoding", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the internal encoding of a Redis object.")
 def object_encoding(ctx, argv):
-    """OBJECT ENCODING key -> int, embstr (up to 44 bytes) or raw for strings, by content; stream for streams."""
-    value = read_lookup(ctx, argv[2])
+    """OBJECT ENCODING key -> int, embstr or raw for strings, by content; stream for streams.
+
+    Redis 8 embeds the key, the value and any expire time in one 64-byte allocation when they fit:
+    embstr while key, value and the 8 bytes of an expire time add up to at most 41 bytes."""
+    key = argv[2]
+    value = read_lookup(ctx, key)
     if value is None:
         return None
     if type(value) is not bytes:
         return type_name(value).encode()
     if _integer_encoded(value):
         return b"int"
-    return b"embstr" if len(value) <= 44 else b"raw"
+    size = len(key) + len(value) + (EXPIRE_SIZE if ctx.db.ttl(key) is not None else 0)
+    return b"embstr" if size <= EMBSTR_MAX_SIZE else b"raw"
 
 
 @command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the reference count of a value of a key.")
 def object_refcount(ctx, argv):
-    """OBJECT REFCOUNT key -> 1, or Redis's shared-object count for the small integers it shares (0..9999)."""
-    value = read_lookup(ctx, argv[2])
-    if value is None:
-        return None
-    shared = type(value) is bytes and _integer_encoded(value) and 0 <= int(value) < OBJ_SHARED_INTEGERS
-    policy = ctx.server.config["maxmemory-policy"]
-    return OBJ_SHARED_REFCOUNT if shared and "lru" not in policy and "lfu" not in policy else 1
+    """OBJECT REFCOUNT key -> 1. Redis 8 embeds a key's value in its own object, so even the small integers
+    that 7.x shared (refcount INT_MAX) are not shared values any more."""
+    return None if read_lookup(ctx, argv[2]) is None else 1
 
 
 @command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
