@@ -124,7 +124,7 @@ def _no_such_group(group: bytes, key: bytes) -> ReplyError:
 
 def _help(name: str, lines: list[str]) -> list[Simple]:
     head = f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
-    return help_reply([head, *lines, "HELP", "    Prints this help."])
+    return help_reply([head, *lines, "HELP", "    Print this help."])
 
 
 # -- effects ----------------------------------------------------------------------

@@ -136,32 +136,33 @@ KEY_SPECS: dict[str, tuple[KeySpecRow, ...]] = {
     "xreadgroup": ((("RO", "access"), ("STREAMS", 4), (-1, 1, 2), None),),
 }  # fmt: skip
 
-# Command tips (request/response policies for cluster clients, nondeterministic output), as in Redis's JSON.
+# Command tips (request/response policies for cluster clients, nondeterministic output), as in Redis 8.2's JSON.
 _NONDET = ("nondeterministic_output",)
 _ORDER = ("nondeterministic_output_order",)
 _ALL_SHARDS_OK = ("request_policy:all_shards", "response_policy:all_succeeded")
 _MULTI_SUM = ("request_policy:multi_shard", "response_policy:agg_sum")
+_ALL_NODES_OK = ("request_policy:all_nodes", "response_policy:all_succeeded")
 TIPS: dict[str, tuple[str, ...]] = {
     "client|info": _NONDET, "client|list": _NONDET, "lastsave": _NONDET, "pttl": _NONDET, "ttl": _NONDET,
     "time": _NONDET, "xadd": _NONDET, "xautoclaim": _NONDET, "xclaim": _NONDET, "xinfo|consumers": _NONDET,
     "xpending": _NONDET, "xtrim": _NONDET, "object|encoding": _NONDET, "object|freq": _NONDET,
     "object|idletime": _NONDET, "object|refcount": _NONDET,
     "command": _ORDER, "command|docs": _ORDER, "command|info": _ORDER, "command|list": _ORDER, "function|list": _ORDER,
-    "config|set": ("request_policy:all_nodes", "response_policy:all_succeeded"),
+    "config|set": _ALL_NODES_OK, "config|resetstat": _ALL_NODES_OK, "config|rewrite": _ALL_NODES_OK,
+    "client|setname": _ALL_NODES_OK, "client|setinfo": _ALL_NODES_OK,
     "dbsize": ("request_policy:all_shards", "response_policy:agg_sum"),
     "flushall": _ALL_SHARDS_OK, "flushdb": _ALL_SHARDS_OK, "function|flush": _ALL_SHARDS_OK, "ping": _ALL_SHARDS_OK,
     "function|stats": ("nondeterministic_output", "request_policy:all_shards", "response_policy:special"),
     "info": ("nondeterministic_output", "request_policy:all_shards", "response_policy:special"),
     "keys": ("request_policy:all_shards", "nondeterministic_output_order"),
-    "randomkey": ("request_policy:all_shards", "nondeterministic_output"),
-    "scan": ("nondeterministic_output", "request_policy:special"),
+    "randomkey": ("request_policy:all_shards", "response_policy:special", "nondeterministic_output"),
+    "scan": ("nondeterministic_output", "request_policy:special", "response_policy:special"),
     "del": _MULTI_SUM, "exists": _MULTI_SUM, "touch": _MULTI_SUM, "unlink": _MULTI_SUM,
     "mget": ("request_policy:multi_shard",),
     "mset": ("request_policy:multi_shard", "response_policy:all_succeeded"),
-    "msetnx": ("request_policy:multi_shard", "response_policy:agg_min"),
     "slowlog|get": ("request_policy:all_nodes", "nondeterministic_output"),
     "slowlog|len": ("request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"),
-    "slowlog|reset": ("request_policy:all_nodes", "response_policy:all_succeeded"),
+    "slowlog|reset": _ALL_NODES_OK,
 }  # fmt: skip
 
 
