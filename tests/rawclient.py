@@ -79,6 +79,104 @@ class RawConn:
         self.sock.close()
 
 
+INFO_STATS = encode_command("INFO", "stats")
+
+
+class InputCounter:
+    """How many bytes the server has read from its other clients, from INFO's total_net_input_bytes
+    on a connection of its own (Redis and Millrace count a read as it happens, so each INFO counts
+    itself; those requests are subtracted).
+
+    It makes a test's reads certain without sleeping: `wait` returns once the server has read
+    every byte sent on another connection, or that connection was closed.
+    """
+
+    def __init__(self, port: int, password: str | None = None) -> None:
+        self.conn = RawConn(port)
+        self.asked = 0
+        if password is not None:
+            self.conn.call("AUTH", password)
+        self.base = self.others()
+
+    def others(self) -> int:
+        """Bytes read so far from all other connections."""
+        self.conn.send(INFO_STATS)
+        self.asked += 1
+        text = self.conn.read().decode()
+        return int(text.split("total_net_input_bytes:")[1].split("\r\n")[0]) - self.asked * len(INFO_STATS)
+
+    def round_trip(self) -> None:
+        """One more command answered: whatever the server decided in the loop turns before it
+        (replies written, connections closed) has happened."""
+        self.others()
+
+    def wait(self, sock: socket.socket, sent: int, timeout: float = 10.0) -> tuple[bytes, bool]:
+        """Wait until the server has read `sent` bytes from others since this counter started,
+        or `sock` is closed; returns what arrived on `sock` meanwhile and whether it was closed."""
+        deadline = time.monotonic() + timeout
+        out = b""
+        while True:
+            got, closed = drain(sock)
+            out += got
+            if closed or self.others() - self.base >= sent:
+                return out, closed
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server read {self.others() - self.base} of {sent} bytes and kept the connection open")
+            time.sleep(0.001)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def drain(sock: socket.socket) -> tuple[bytes, bool]:
+    """Everything already received on sock, without waiting; and whether the peer has closed."""
+    out = b""
+    sock.setblocking(False)
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return out, True
+            out += chunk
+    except BlockingIOError:
+        return out, False
+    except (ConnectionResetError, BrokenPipeError):
+        return out, True
+    finally:
+        sock.setblocking(True)
+
+
+def probe(port: int, *chunks: bytes) -> tuple[bytes, bool]:
+    """Send each chunk as a read of its own, and return all the server answered and whether it closed.
+
+    No silence is taken for the end: before each next chunk the server has read the previous one
+    (an InputCounter says so), and after the last, two more round trips on the counter's connection
+    pass before the answer is collected, so replies and closes decided while reading are done.
+    """
+    counter = InputCounter(port)
+    sock = socket.create_connection(("127.0.0.1", port))
+    out, closed, sent = b"", False, 0
+    try:
+        for chunk in chunks:
+            try:
+                sock.sendall(chunk)
+            except (ConnectionResetError, BrokenPipeError):
+                got, _ = drain(sock)
+                return out + got, True
+            sent += len(chunk)
+            got, closed = counter.wait(sock, sent)
+            out += got
+            if closed:
+                return out, True
+        counter.round_trip()
+        counter.round_trip()
+        got, closed = drain(sock)
+        return out + got, closed
+    finally:
+        sock.close()
+        counter.close()
+
+
 def hits_and_misses(port: int, setup: list[tuple], commands: list[tuple]) -> list[tuple[int, int]]:
     """INFO's (keyspace_hits, keyspace_misses) after each of `commands`, on a flushed server where
     `setup` ran before CONFIG RESETSTAT."""

@@ -1,0 +1,257 @@
+"""The behaviours a mutation spot-check found unguarded (issue 27), one test each.
+
+Each test here failed under a one-line change that the rest of the suite let
+pass: the mutation is named in the test's docstring. Most talk to the real
+server process; the min-idle equalities run an in-process Server whose clock
+the test sets, since an idle time equal to min-idle-time cannot be arranged
+with sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+import server.commands  # noqa: F401  (registers the command table)
+from server.client import Client
+from server.server import Server
+from tests.rawclient import InputCounter, RawConn
+
+
+@pytest.fixture
+def c(server):
+    client = server.client(protocol=2, decode_responses=True)
+    client.flushall()
+    yield client
+    client.close()
+
+
+def _group(client: redis.Redis, key: str, name: str) -> dict:
+    return next(g for g in client.xinfo_groups(key) if g["name"] == name)
+
+
+# -- 1. approximate trimming with LIMIT ---------------------------------------------
+
+
+def test_approx_trim_limit_equal_to_removable_nodes(c):
+    """`if limit and deleted + entries > limit` -> `>=` removed nothing (LIMIT equal to the head nodes' entries)."""
+    for i in range(1, 201):
+        c.xadd("s", {"f": i}, id=f"{i}-0")  # two full nodes of 100 (stream-node-max-entries)
+    assert c.execute_command("XTRIM", "s", "MAXLEN", "~", 0, "LIMIT", 100) == 100
+    assert c.xlen("s") == 100
+    assert c.xrange("s", count=1)[0][0] == "101-0"
+    assert c.execute_command("XTRIM", "s", "MAXLEN", "~", 0, "LIMIT", 99) == 0  # a node goes whole or not at all
+    assert c.execute_command("XTRIM", "s", "MAXLEN", "~", 0, "LIMIT", 100) == 100
+    assert c.xlen("s") == 0
+
+
+def test_approx_trim_limit_equal_with_minid(c):
+    for i in range(1, 201):
+        c.xadd("s", {"f": i}, id=f"{i}-0")
+    assert c.execute_command("XTRIM", "s", "MINID", "~", 201, "LIMIT", 200) == 200
+    assert c.xlen("s") == 0
+
+
+# -- 2. lag when the group's own last ID is the deleted entry --------------------------
+
+
+def test_lag_when_the_last_delivered_entry_is_deleted(c):
+    """The tombstone at the group's own last ID is not ahead of it: lag 0 (a `<=` in the estimate made it nil)."""
+    for i in (1, 2, 3):
+        c.xadd("s", {"f": i}, id=f"{i}-0")
+    c.xgroup_create("s", "g", id="0")
+    assert len(c.xreadgroup("g", "alice", {"s": ">"})[0][1]) == 3
+    assert c.xdel("s", "3-0") == 1
+    group = _group(c, "s", "g")
+    assert (group["entries-read"], group["lag"]) == (3, 0)
+    # A tombstone before the group's last ID is not ahead of it either.
+    assert c.xdel("s", "1-0") == 1
+    assert _group(c, "s", "g")["lag"] == 0
+
+
+# -- 3. a group behind a trimmed head, through XREADGROUP's bulk path ---------------
+
+
+@pytest.mark.parametrize("count,expected", [(1, (4, 1)), (2, (5, 0))])
+def test_group_behind_trimmed_head_reads_in_bulk(c, count, expected):
+    """advance_many without `last_id >= stream.first_id` counted on from the stale counter: 7.0's 2 / 3."""
+    for i in range(1, 6):
+        c.xadd("s", {"f": i}, id=f"{i}-0")
+    c.xgroup_create("s", "g", id="0")
+    c.xreadgroup("g", "alice", {"s": ">"}, count=1)
+    assert (_group(c, "s", "g")["entries-read"], _group(c, "s", "g")["lag"]) == (1, 4)
+    assert c.execute_command("XTRIM", "s", "MAXLEN", 2) == 3  # 1-0 .. 3-0 go: the group is now behind the first entry
+    assert _group(c, "s", "g")["lag"] == 2
+    got = c.xreadgroup("g", "alice", {"s": ">"}, count=count)[0][1]
+    assert [entry_id for entry_id, _ in got] == ["4-0", "5-0"][:count]
+    group = _group(c, "s", "g")
+    assert (group["entries-read"], group["lag"]) == expected
+
+
+# -- 4. and 5. idle time equal to min-idle-time (an injected clock) ---------------------
+
+
+class Clocked:
+    """An in-process server whose clock the test moves."""
+
+    def __init__(self) -> None:
+        self.server = Server()
+        self.server.now = 1_700_000_000_000
+        self.client = Client(self.server)
+
+    def __call__(self, *argv):
+        return self.server.execute(self.client, [a if isinstance(a, bytes) else str(a).encode() for a in argv])
+
+    def delivered(self, idle_after: int) -> None:
+        """Entries 1-0 and 2-0 delivered to alice, then the clock moved on by idle_after ms."""
+        self("XADD", "s", "1-0", "f", "v")
+        self("XADD", "s", "2-0", "f", "v")
+        self("XGROUP", "CREATE", "s", "g", "0")
+        self("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", ">")
+        self.server.now += idle_after
+
+
+def test_xautoclaim_claims_at_exactly_min_idle():
+    """`now - delivery_time < min_idle` -> `<=` left an entry idle for exactly min-idle-time unclaimed."""
+    box = Clocked()
+    box.delivered(5000)
+    assert box("XAUTOCLAIM", "s", "g", "bob", 5001, "0", "JUSTID") == [b"0-0", [], []]
+    assert box("XAUTOCLAIM", "s", "g", "bob", 5000, "0", "JUSTID") == [b"0-0", [b"1-0", b"2-0"], []]
+    assert [row[1] for row in box("XPENDING", "s", "g", "-", "+", 10)] == [b"bob", b"bob"]
+
+
+def test_xpending_idle_filter_includes_exactly_min_idle():
+    """XPENDING's IDLE filter `idle < min_idle` -> `<=` dropped entries idle for exactly that long."""
+    box = Clocked()
+    box.delivered(5000)
+    assert box("XPENDING", "s", "g", "IDLE", 5001, "-", "+", 10) == []
+    assert box("XPENDING", "s", "g", "IDLE", 5000, "-", "+", 10) == [[b"1-0", b"alice", 5000, 1], [b"2-0", b"alice", 5000, 1]]
+    assert box("XPENDING", "s", "g", "IDLE", 5000, "-", "+", 10, "alice") == [[b"1-0", b"alice", 5000, 1], [b"2-0", b"alice", 5000, 1]]
+
+
+def test_xclaim_claims_at_exactly_min_idle():
+    box = Clocked()
+    box.delivered(5000)
+    assert box("XCLAIM", "s", "g", "bob", 5001, "1-0", "JUSTID") == []
+    assert box("XCLAIM", "s", "g", "bob", 5000, "1-0", "2-0", "JUSTID") == [b"1-0", b"2-0"]
+
+
+def test_min_idle_equality_on_the_real_server(server, c):
+    """The same boundary over the wire: in one MULTI every command sees the same clock, so an
+    entry given IDLE 5000 by XCLAIM is idle for exactly 5000 ms to the next commands."""
+    c.xadd("s", {"f": 1}, id="1-0")
+    c.xgroup_create("s", "g", id="0")
+    c.xreadgroup("g", "alice", {"s": ">"})
+    conn = RawConn(server.port)
+    assert conn.call("MULTI") == b"OK"
+    conn.call("XCLAIM", "s", "g", "alice", 0, "1-0", "IDLE", 5000, "JUSTID")
+    conn.call("XPENDING", "s", "g", "IDLE", 5000, "-", "+", 10)
+    conn.call("XAUTOCLAIM", "s", "g", "bob", 5000, "0", "JUSTID")
+    claimed, pending, autoclaimed = conn.call("EXEC")
+    conn.close()
+    assert claimed == [b"1-0"]
+    assert pending == [[b"1-0", b"alice", 5000, 1]]
+    assert autoclaimed == [b"0-0", [b"1-0"], []]
+
+
+# -- 6. a blocked XREAD $ whose stream is replaced by one with the same entries-added ---
+
+
+def _wait_blocked_clients(admin: redis.Redis, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while admin.info("clients")["blocked_clients"] != n:
+        assert time.monotonic() < deadline, f"expected {n} blocked clients"
+        time.sleep(0.01)
+
+
+def _blocked_xread_served(server, c, replace) -> list:
+    c.xadd("s", {"f": "old"}, id="1-0")
+    reader = RawConn(server.port)
+    reader.send(b"*6\r\n$5\r\nXREAD\r\n$5\r\nBLOCK\r\n$5\r\n20000\r\n$7\r\nSTREAMS\r\n$1\r\ns\r\n$1\r\n$\r\n")
+    _wait_blocked_clients(c, 1)
+    replace()
+    try:
+        reader.sock.settimeout(5)  # served at once; a missed wake-up would wait the 20 s
+        return reader.read()
+    finally:
+        reader.close()
+
+
+def test_blocked_xread_dollar_served_when_renamed_onto(server, c):
+    """Comparing only entries-added (not the stream object) missed a same-sized stream moved in."""
+
+    def replace():
+        c.xadd("t", {"f": "new"}, id="5-0")  # entries-added 1, as s has
+        c.rename("t", "s")
+
+    assert _blocked_xread_served(server, c, replace) == [[b"s", [[b"5-0", [b"f", b"new"]]]]]
+
+
+def test_blocked_xread_dollar_served_when_recreated_in_multi(server, c):
+    def replace():
+        pipe = c.pipeline(transaction=True)
+        pipe.delete("s")
+        pipe.xadd("s", {"f": "new"}, id="5-0")
+        pipe.execute()
+
+    assert _blocked_xread_served(server, c, replace) == [[b"s", [[b"5-0", [b"f", b"new"]]]]]
+
+
+# -- 7. the pre-AUTH 10-argument limit when the header comes in a read of its own -------
+
+
+@pytest.fixture
+def secured(server):
+    admin = server.client(protocol=2)
+    admin.config_set("requirepass", "s3cret")
+    yield server
+    admin.config_set("requirepass", "")
+    admin.close()
+
+
+def test_unauthenticated_multibulk_header_alone(secured):
+    """The `*11` header, sent alone, is refused before any argument arrives (the header check,
+    not the complete-command one, must see it)."""
+    conn = RawConn(secured.port)
+    conn.send(b"*11\r\n")
+    assert conn.read_raw(until=b"\r\n") == b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    assert conn.is_closed()
+
+
+def test_unauthenticated_ten_arguments_split_from_their_header(secured):
+    conn = RawConn(secured.port)
+    counter = InputCounter(secured.port, password="s3cret")
+    conn.send(b"*10\r\n")
+    assert counter.wait(conn.sock, 5) == (b"", False)  # read by the server before any argument is sent
+    conn.send(b"$1\r\na\r\n" * 10)
+    assert conn.read_raw(until=b"\r\n").startswith(b"-ERR unknown command 'a'")
+    assert str(conn.call("PING")) == "NOAUTH Authentication required."
+    counter.close()
+    conn.close()
+
+
+# -- 8. a stream ID argument is at most 127 bytes -----------------------------------------
+
+
+def test_stream_id_of_127_bytes_is_parsed_128_refused(c):
+    """`len(arg) > 127` -> `> 128`: a 128-byte ID (leading zeros are valid) was accepted."""
+    ok = "0" * 124 + "1-1"  # 127 bytes
+    assert len(ok) == 127
+    assert c.xadd("s", {"f": 1}, id=ok) == "1-1"
+    assert c.xrange("s", min=ok, max=ok) == [("1-1", {"f": "1"})]
+    too_long = "0" + ok
+    assert len(too_long) == 128
+    with pytest.raises(redis.ResponseError, match="^Invalid stream ID specified as stream command argument$"):
+        c.xadd("s", {"f": 2}, id="0" * 125 + "2-1")
+    with pytest.raises(redis.ResponseError, match="^Invalid stream ID specified as stream command argument$"):
+        c.xrange("s", min=too_long)
+    with pytest.raises(redis.ResponseError, match="^Invalid stream ID specified as stream command argument$"):
+        c.xdel("s", too_long)
+    # the `ms-*` form of XADD has the same limit
+    auto, auto_too_long = "0" * 124 + "9-*", "0" * 124 + "10-*"
+    assert (len(auto), len(auto_too_long)) == (127, 128)
+    assert c.xadd("s", {"f": 3}, id=auto) == "9-0"
+    with pytest.raises(redis.ResponseError, match="^Invalid stream ID specified as stream command argument$"):
+        c.xadd("s", {"f": 4}, id=auto_too_long)
