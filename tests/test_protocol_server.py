@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.rawclient import RawConn, error_stats
+from tests.rawclient import RawConn, error_stats, probe
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 
@@ -94,7 +94,8 @@ CASES = [
     b"ECHO +a=(b\r\n",
 ]
 
-# Requests cut across reads where Redis's reading and hiredis's differ: each chunk is one send.
+# Requests cut across reads where Redis's reading and hiredis's differ: each chunk is one read of the server's
+# (probe() sends the next only once the server has read the previous one).
 SPLIT_CASES = [
     [PING + b"$", b"0\r\n\r\n" + PING],
     [PING + b"$3\r\nfo", b"o\r\n" + PING],
@@ -111,32 +112,6 @@ SPLIT_CASES = [
     [b"*3\r\n$4\r\nECHO\r\n", b"|99999999\r", b"\n~1\r\n" + PING],
     [b"*2\r\n$4\r\nECHO\r\n*3000000000", b"\r\n" + PING],
 ]
-
-
-def probe(port: int, data: bytes, *more: bytes) -> tuple[bytes, bool]:
-    """Send data (then each of `more`, a moment apart: separate reads), collect what comes back
-    in a short while, and whether the server closed."""
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.settimeout(0.3)
-    out, closed = b"", False
-    try:
-        sock.sendall(data)
-        for chunk in more:
-            time.sleep(0.02)
-            sock.sendall(chunk)
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                closed = True
-                break
-            out += chunk
-    except TimeoutError:
-        pass
-    except (ConnectionResetError, BrokenPipeError):
-        closed = True
-    finally:
-        sock.close()
-    return out, closed
 
 
 @pytest.mark.parametrize("data", CASES, ids=[repr(c[:24]) for c in CASES])
