@@ -138,7 +138,7 @@ class Client(asyncio.Protocol):
         # read of a request/reply client. run([argv]) unrolled, calling `call` when
         # execute() has nothing to check.
         cmd = server.commands.get(argv[0])
-        if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and server.pause is None and not server.oom:
+        if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and server.pause is None and not server.refusing:
             reply = server.call(self, cmd, argv)
         else:
             reply = server.execute(self, argv)
@@ -218,7 +218,7 @@ class Client(asyncio.Protocol):
             cmd = lookup(argv[0])
             if (
                 cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args
-                and self.multi is None and self.authenticated and server.pause is None and not server.oom
+                and self.multi is None and self.authenticated and server.pause is None and not server.refusing
             ):
                 reply = call(self, cmd, argv)
             else:

@@ -153,9 +153,11 @@ def build_server(args: list[str]) -> Server:
         )
         sys.exit(1)
     from .commands.server import install_config_listeners
+    from .persistence import Persistence
 
     server = Server(config)
     install_config_listeners(server)
+    Persistence(server).install()
     return server
 
 
@@ -213,7 +215,12 @@ async def serve(server: Server) -> None:
 
 
 def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
+    """SIGTERM/SIGINT: save as SHUTDOWN would (when save points are set); a failed save keeps the server up, as Redis."""
     log.warning("Received %s scheduling shutdown...", sig.name)
+    persistence = server.persistence
+    if persistence is not None and not persistence.prepare_shutdown(save=bool(server.config["save"])):
+        log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
+        return
     server.shutdown()
 
 
@@ -235,6 +242,10 @@ def _cron(server: Server) -> None:
     sample_ops(server, now)
     maxmemory = server.config["maxmemory"]
     server.oom = bool(maxmemory) and rss_bytes() > maxmemory  # no eviction: Redis's noeviction answer
+    if server.persistence is not None:
+        server.persistence.cron()  # sets `refusing` from oom and the disk's state
+    else:
+        server.refusing = server.oom or server.disk_error is not None
     timeout = server.config["timeout"]
     if timeout and now - server.idle_checked >= 1000:
         server.idle_checked = now

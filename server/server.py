@@ -51,7 +51,8 @@ class Server:
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
-        "lastsave", "replication_info", "debug_reload", "debug_loadaof",
+        "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
+        "refusing", "replid", "master_repl_offset",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -72,6 +73,8 @@ class Server:
         self.dirty = 0
         self.net_input_bytes = self.net_output_bytes = 0  # INFO total_net_input/output_bytes
         self.oom = False  # memory over maxmemory (checked by the cron): denyoom commands are refused
+        self.disk_error: str | None = None  # MISCONF text while the disk refuses writes (persistence sets it)
+        self.refusing = False  # oom or disk_error: the fast paths leave every command to execute()'s checks
         self.pause = None  # a server.pause.Pause while CLIENT PAUSE is in force
         self.slowlog = SlowLog(self.config["slowlog-max-len"])
         self.slowlog_threshold_ns = slowlog_threshold(self.config["slowlog-log-slower-than"])
@@ -106,6 +109,10 @@ class Server:
         # DEBUG RELOAD / LOADAOF, from the persistence layer (each takes DEBUG's remaining arguments)
         self.debug_reload: Callable[[list[bytes]], object] | None = None
         self.debug_loadaof: Callable[[list[bytes]], object] | None = None
+        self.persistence = None  # server.persistence.Persistence, installed by the command line
+        self.aof = None  # the open AOF increment's writer while appendonly is on
+        self.replid = self.run_id[:40]  # the replication ID and offset a snapshot records
+        self.master_repl_offset = 0
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -129,7 +136,7 @@ class Server:
         Client.data_received and Client.run call `call` directly for a request
         none of these checks can stop (a known command with no subcommands and
         a valid argc, from an authenticated client outside MULTI, no pause or
-        OOM in force): keep the three in step.
+        OOM or disk error in force): keep the three in step.
         """
         cmd = self.commands.get(argv[0]) or self.lookup_command(argv[0])
         try:
@@ -141,8 +148,11 @@ class Server:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
-            if self.oom and "denyoom" in cmd.flags:
-                raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
+            if self.refusing:
+                if self.disk_error is not None and (cmd.write or cmd.name == "ping") and not client.loading:
+                    raise ReplyError(self.disk_error)  # Redis refuses PING too (processCommand)
+                if self.oom and "denyoom" in cmd.flags:
+                    raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
@@ -328,6 +338,8 @@ class Server:
 
     def flush_writes(self) -> None:
         """Write each queued client's replies in one call; close those that asked for it."""
+        if self.aof is not None:  # the turn's effects reach the AOF before any reply (group commit)
+            self.persistence.flush()
         clients, self.pending_writes = self.pending_writes, []
         written = 0
         for client in clients:

@@ -317,7 +317,7 @@ def test_debug(server):
     assert conn.call("DEBUG", "SLEEP", "0") == b"OK"
     assert str(conn.call("DEBUG", "SLEEP", "x")) == "ERR value is not a valid float"
     assert str(conn.call("DEBUG", "NOSUCH")) == "ERR unknown subcommand or wrong number of arguments for 'NOSUCH'. Try DEBUG HELP."
-    assert str(conn.call("DEBUG", "RELOAD")).startswith("ERR DEBUG RELOAD not supported yet")
+    assert str(conn.call("DEBUG", "RELOAD", "BOGUS")) == "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
     assert conn.call("DEBUG", "HELP")[0] == b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
     conn.close()
     assert "DEBUG LOG: hello from test" in server.read_log()

@@ -1,3 +1,16 @@
 """Command handlers, one module per Redis command group; importing registers them."""
 
-from . import acl, client, connection, groups, introspection, keyspace, memory, server, streams, strings, transactions  # noqa: F401
+from . import (  # noqa: F401
+    acl,
+    client,
+    connection,
+    groups,
+    introspection,
+    keyspace,
+    memory,
+    persistence,
+    server,
+    streams,
+    strings,
+    transactions,
+)

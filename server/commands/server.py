@@ -197,6 +197,7 @@ def install_config_listeners(server) -> None:
             server.slowlog.resize(value)
         elif name == "maxmemory":  # at once, not at the next cron tick
             server.oom = bool(value) and rss_bytes() > value
+            server.refusing = server.oom or server.disk_error is not None
 
     server.config.listeners.append(changed)
 
@@ -375,6 +376,9 @@ def shutdown(ctx, argv):
     server.shutdown_nosave = nosave
     stop = server.shutdown
     if stop is None:
+        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
+    persistence = server.persistence
+    if persistence is not None and not persistence.prepare_shutdown(save=server.shutdown_save):
         raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
     log.warning("User requested shutdown...")
     stop()

@@ -1,0 +1,255 @@
+"""The append-only file: Redis 7's multi-part layout of RESP commands.
+
+A directory (`appenddirname`) holds a manifest naming one base file and the
+increments that follow it, in order:
+
+    file appendonly.aof.1.base.mpk seq 1 type b
+    file appendonly.aof.1.incr.aof seq 1 type i
+
+The base is a snapshot (`aof-use-rdb-preamble yes`, our msgpack format, hence
+`.mpk`) or plain commands (`no`, `.aof`). Increments hold the normalized
+effects the server propagates, as RESP arrays, so any RESP tool can read them.
+This module knows files and bytes only: which commands they mean is the
+server's business (the loader replays them through the command table).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from protocol.errors import ProtocolError
+from protocol.reader import split_args
+
+from .snapshot import MAGIC as SNAPSHOT_MAGIC
+from .snapshot import fsync_dir
+
+BASE, INCR, HISTORY = "b", "i", "h"
+MAX_ARGS = 1 << 20  # a file's command count header is checked before it costs memory
+MAX_BULK = 1 << 32
+
+
+class AofError(Exception):
+    """A file that cannot be replayed as it is: where, why, and whether it only ends early."""
+
+    def __init__(self, path: str, offset: int, reason: str, truncated: bool = False) -> None:
+        super().__init__(f"Bad file format reading the append only file '{path}' at offset {offset}: {reason}")
+        self.path, self.offset, self.reason, self.truncated = path, offset, reason, truncated
+
+
+# -- encoding ------------------------------------------------------------------
+
+
+def encode(argv: list[bytes]) -> bytes:
+    """One command as a RESP array of bulk strings."""
+    parts = [b"*%d\r\n" % len(argv)]
+    for arg in argv:
+        parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+def encode_batch(batch: list[list[bytes]]) -> bytes:
+    return b"".join(map(encode, batch))
+
+
+# -- decoding ------------------------------------------------------------------
+
+
+def parse_commands(data: bytes, path: str, start: int = 0):
+    """Yield (argv, end offset) for each complete command in data from start.
+
+    Raises AofError: truncated=True when the data ends inside a command (the
+    only damage `aof-load-truncated` may repair), False for anything else.
+    """
+    pos = start
+    size = len(data)
+    find = data.find
+    while pos < size:
+        begin = pos
+        if data[pos] != 42:  # '*'
+            raise AofError(path, pos, f"expected '*', got {chr(data[pos])!r}")
+        eol = find(b"\r\n", pos)
+        if eol < 0:
+            raise AofError(path, begin, "truncated command header", truncated=True)
+        try:
+            argc = int(data[pos + 1 : eol])
+        except ValueError:
+            raise AofError(path, pos, "invalid argument count") from None
+        if not 1 <= argc <= MAX_ARGS:
+            raise AofError(path, pos, f"invalid argument count {argc}")
+        pos = eol + 2
+        argv = []
+        for _ in range(argc):
+            if pos >= size:
+                raise AofError(path, begin, "truncated command", truncated=True)
+            if data[pos] != 36:  # '$'
+                raise AofError(path, pos, f"expected '$', got {chr(data[pos])!r}")
+            eol = find(b"\r\n", pos)
+            if eol < 0:
+                raise AofError(path, begin, "truncated command", truncated=True)
+            try:
+                length = int(data[pos + 1 : eol])
+            except ValueError:
+                raise AofError(path, pos, "invalid bulk length") from None
+            if not 0 <= length <= MAX_BULK:
+                raise AofError(path, pos, f"invalid bulk length {length}")
+            pos = eol + 2
+            end = pos + length
+            if end + 2 > size:
+                raise AofError(path, begin, "truncated command", truncated=True)
+            if data[end : end + 2] != b"\r\n":
+                raise AofError(path, end, "bulk string not followed by CRLF")
+            argv.append(data[pos:end])
+            pos = end + 2
+        yield argv, pos
+
+
+def valid_prefix(data: bytes, path: str) -> tuple[int, AofError | None]:
+    """How many leading bytes hold whole commands (a MULTI left open counts as cut), and the error after them."""
+    good = 0
+    in_multi_from = -1
+    try:
+        for argv, end in parse_commands(data, path):
+            name = argv[0].lower()
+            if name == b"multi":
+                in_multi_from = good
+            elif name == b"exec":
+                in_multi_from = -1
+            good = end
+    except AofError as exc:
+        return (in_multi_from if in_multi_from >= 0 else good), exc
+    if in_multi_from >= 0:
+        return in_multi_from, AofError(path, in_multi_from, "MULTI without EXEC", truncated=True)
+    return good, None
+
+
+def is_snapshot(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(len(SNAPSHOT_MAGIC)) == SNAPSHOT_MAGIC
+
+
+# -- the manifest ----------------------------------------------------------------
+
+
+@dataclass
+class AofFile:
+    name: str
+    seq: int
+    type: str
+
+
+@dataclass
+class Manifest:
+    """Which files make up the AOF, in replay order (Redis 7's aofManifest)."""
+
+    base: AofFile | None = None
+    incrs: list[AofFile] = field(default_factory=list)
+    history: list[AofFile] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[AofFile]:
+        return ([self.base] if self.base else []) + self.incrs
+
+    def next_seq(self, kind: str) -> int:
+        files = [self.base] if kind == BASE and self.base else self.incrs if kind == INCR else []
+        seqs = [f.seq for f in files] + [f.seq for f in self.history if f.name.endswith(".incr.aof") == (kind == INCR)]
+        return max(seqs, default=0) + 1
+
+    def render(self) -> bytes:
+        lines = []
+        for item in [*self.files, *self.history]:
+            name = item.name.encode("utf-8", "surrogateescape")
+            if any(c in name for c in b' "\\\r\n\t') or not name:
+                name = _quote(name)
+            lines.append(b"file %s seq %d type %s\n" % (name, item.seq, item.type.encode()))
+        return b"".join(lines)
+
+    @classmethod
+    def parse(cls, text: bytes, path: str) -> Manifest:
+        """Read a manifest; raise AofError naming the line on anything malformed."""
+        manifest = cls()
+        offset = 0
+        for line in text.split(b"\n"):
+            here, offset = offset, offset + len(line) + 1
+            line = line.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            try:
+                words = split_args(line)
+            except ProtocolError:
+                raise AofError(path, here, "invalid manifest line (unbalanced quotes)") from None
+            if len(words) % 2:
+                raise AofError(path, here, "invalid manifest line")
+            pairs = dict(zip(words[0::2], words[1::2], strict=True))
+            try:
+                item = AofFile(pairs[b"file"].decode("utf-8", "surrogateescape"), int(pairs[b"seq"]), pairs[b"type"].decode())
+            except (KeyError, ValueError):
+                raise AofError(path, here, "invalid manifest line (needs file, seq and type)") from None
+            if "/" in item.name or item.name in (".", ".."):
+                raise AofError(path, here, f"invalid file name {item.name!r}")
+            if item.type == BASE:
+                if manifest.base is not None:
+                    raise AofError(path, here, "more than one base file")
+                manifest.base = item
+            elif item.type == INCR:
+                if manifest.incrs and item.seq <= manifest.incrs[-1].seq:
+                    raise AofError(path, here, "incr files out of order")
+                manifest.incrs.append(item)
+            elif item.type == HISTORY:
+                manifest.history.append(item)
+            else:
+                raise AofError(path, here, f"unknown file type {item.type!r}")
+        return manifest
+
+
+def _quote(name: bytes) -> bytes:
+    out = bytearray(b'"')
+    for c in name:
+        if c in b'"\\':
+            out += b"\\" + bytes([c])
+        elif c == 10:
+            out += b"\\n"
+        elif c == 13:
+            out += b"\\r"
+        elif c == 9:
+            out += b"\\t"
+        elif 32 <= c < 127:
+            out.append(c)
+        else:
+            out += b"\\x%02x" % c
+    return bytes(out + b'"')
+
+
+def manifest_name(appendfilename: str) -> str:
+    return f"{appendfilename}.manifest"
+
+
+def base_name(appendfilename: str, seq: int, snapshot: bool) -> str:
+    return f"{appendfilename}.{seq}.base.{'mpk' if snapshot else 'aof'}"
+
+
+def incr_name(appendfilename: str, seq: int) -> str:
+    return f"{appendfilename}.{seq}.incr.aof"
+
+
+def write_manifest(directory: str, appendfilename: str, manifest: Manifest) -> None:
+    """Replace the manifest atomically: temp file, fsync, rename, fsync of the directory."""
+    path = os.path.join(directory, manifest_name(appendfilename))
+    temp = os.path.join(directory, f"temp-{manifest_name(appendfilename)}")
+    with open(temp, "wb") as handle:
+        handle.write(manifest.render())
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    fsync_dir(directory)
+
+
+def read_manifest(directory: str, appendfilename: str) -> Manifest | None:
+    """The manifest in directory, or None if there is no AOF there."""
+    path = os.path.join(directory, manifest_name(appendfilename))
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(1 << 20)
+    except FileNotFoundError:
+        return None
+    return Manifest.parse(text, path)

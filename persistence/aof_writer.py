@@ -1,0 +1,122 @@
+"""Appending to the open AOF increment with the durability `appendfsync` promises.
+
+Effects are buffered as they are propagated and written once per event-loop
+turn, before that turn's replies go out (Redis's flushAppendOnlyFile in
+beforeSleep): under `always` the write is also fsynced there, so one fsync
+covers every write of the turn (group commit) and no reply precedes it. Under
+`everysec` a background thread fsyncs about once a second; while one is still
+running, writes are postponed up to two seconds and then done anyway, so a
+slow disk delays the server as it delays Redis instead of growing a buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from .aof import encode_batch
+
+
+class AofWriter:
+    """The open increment file, its unwritten buffer and its fsync state."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size  # bytes in the file
+        self.buffer: list[bytes] = []  # encoded effects not yet written
+        self.synced = self.size  # bytes known to be on disk
+        self.last_fsync = time.monotonic()
+        self.write_error: OSError | None = None  # the last write failed (MISCONF until one succeeds)
+        self.fsync_error: OSError | None = None
+        self.postponed_since = 0.0
+        self.delayed_fsync = 0  # INFO aof_delayed_fsync
+        self._fsyncing: threading.Thread | None = None
+
+    def feed(self, batch: list[list[bytes]]) -> None:
+        self.buffer.append(encode_batch(batch))
+
+    @property
+    def buffered(self) -> int:
+        return sum(map(len, self.buffer))
+
+    def fsync_in_progress(self) -> bool:
+        return self._fsyncing is not None and self._fsyncing.is_alive()
+
+    def flush(self, policy: str, force: bool = False) -> bool:
+        """Write the buffer (and fsync under `always`); False if a write failed (the buffer is kept).
+
+        Raises OSError only under `always`, where the caller cannot go on: the
+        file is cut back to its last whole write first.
+        """
+        if not self.buffer:
+            if policy == "always" and self.synced < self.size:
+                self._fsync_always()
+            return True
+        if policy == "everysec" and not force and self.fsync_in_progress():
+            now = time.monotonic()
+            if not self.postponed_since:
+                self.postponed_since = now
+                return True
+            if now - self.postponed_since < 2:
+                return True
+            self.delayed_fsync += 1  # the fsync takes too long: write anyway, as Redis does
+        self.postponed_since = 0.0
+        data = b"".join(self.buffer)
+        try:
+            written = 0
+            view = memoryview(data)
+            while written < len(data):
+                written += os.write(self.fd, view[written:])
+        except OSError as exc:
+            if written:  # never leave half a command behind (Redis truncates the same way)
+                try:
+                    os.ftruncate(self.fd, self.size)
+                except OSError:
+                    pass
+            self.write_error = exc
+            if policy == "always":
+                raise
+            return False
+        self.buffer = []
+        self.size += len(data)
+        self.write_error = None
+        if policy == "always":
+            self._fsync_always()
+        return True
+
+    def _fsync_always(self) -> None:
+        os.fsync(self.fd)
+        self.synced = self.size
+        self.last_fsync = time.monotonic()
+
+    def cron(self, policy: str) -> None:
+        """Retry a failed write; under `everysec`, start a background fsync once a second."""
+        if self.buffer and self.write_error is not None:
+            self.flush(policy, force=True)
+        if policy == "everysec" and self.synced < self.size and not self.fsync_in_progress():
+            if time.monotonic() - self.last_fsync >= 1:
+                self._fsyncing = threading.Thread(target=self._background_fsync, args=(self.size,), daemon=True)
+                self._fsyncing.start()
+
+    def _background_fsync(self, size: int) -> None:
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            self.fsync_error = exc
+            return
+        self.fsync_error = None
+        self.synced = max(self.synced, size)
+        self.last_fsync = time.monotonic()
+
+    def sync(self) -> None:
+        """Write and fsync everything now (shutdown, a rewrite's switch, DEBUG LOADAOF)."""
+        if self._fsyncing is not None:
+            self._fsyncing.join()
+        self.flush("always", force=True)
+
+    def close(self) -> None:
+        if self._fsyncing is not None:
+            self._fsyncing.join()
+        os.close(self.fd)

@@ -1,0 +1,688 @@
+"""Durability, as Redis runs it: snapshots, the AOF, their child processes and schedules.
+
+The files themselves are persistence/'s business; this module decides when
+they are written and read: load at start-up, the `save` schedule and
+`auto-aof-rewrite-*` in the cron, BGSAVE and BGREWRITEAOF in a forked child
+(a copy-on-write image of the keyspace, as Redis forks, so the server keeps
+serving), the AOF buffer flushed before each loop turn's replies, MISCONF
+when the disk fails, and INFO persistence. Loading replays increments through
+the command table with a `LoadingClient`: no command has a second
+implementation here.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+from persistence import aof as aoffile
+from persistence import snapshot
+from persistence.aof_writer import AofWriter
+from protocol.reply import Error
+from storage.keyspace import Database
+
+from . import __version__
+from .client import LoadingClient
+
+log = logging.getLogger("millrace")
+
+RDB_ERROR = (
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. "
+    "Commands that may modify the data set are disabled, because this instance is configured to report "
+    "errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). "
+    "Please check the Redis logs for details about the RDB error."
+)
+BGSAVE_RETRY_DELAY = 5  # CONFIG_BGSAVE_RETRY_DELAY: seconds between tries after a failed BGSAVE
+AOF_REWRITE_RETRY_DELAY = 60
+
+
+class LoadError(Exception):
+    """A data file the server must not start with: the message says which file, where and why."""
+
+
+@dataclass
+class Child:
+    """The one background save or rewrite in progress (Redis allows one child at a time)."""
+
+    pid: int
+    kind: str  # "rdb" or "aof"
+    started: float
+    temp: str  # the file the child writes
+    dirty: int  # server.dirty when it forked
+
+
+class Persistence:
+    """The server's snapshot and AOF state; `server.persistence`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.child: Child | None = None
+        self.bgsave_scheduled = False
+        self.rewrite_scheduled = False
+        self.lastbgsave_status = "ok"
+        self.lastbgsave_try = 0.0
+        self.last_bgsave_time_sec = -1
+        self.rdb_saves = 0
+        self.loaded_keys = self.loaded_expired = 0
+        self.aof: AofWriter | None = None
+        self.manifest: aoffile.Manifest | None = None
+        self.aof_base_size = 0  # aof_base_size: the AOF's size after its last rewrite
+        self.aof_rewrites = 0
+        self.aof_rewrite_failures = 0
+        self.aof_last_bgrewrite_status = "ok"
+        self.aof_last_rewrite_time_sec = -1
+        self.aof_last_rewrite_try = 0.0
+        self.aof_new_incr: str | None = None  # the increment opened when the running rewrite began
+        self.aof_waiting_rewrite = False  # appendonly turned on: the first base is being written
+
+    # -- wiring ------------------------------------------------------------------
+
+    def install(self) -> None:
+        server = self.server
+        server.persistence = self
+        server.startup_hooks.append(self.load_at_startup)
+        server.shutdown_hooks.append(self.close)
+        server.persistence_info = self.info
+        server.debug_reload = self.debug_reload
+        server.debug_loadaof = self.debug_loadaof
+        server.config.listeners.append(self._config_changed)
+
+    def _config_changed(self, name: str, value) -> None:
+        if name == "appendonly" and self.server.loop is not None:
+            if value and self.aof is None:
+                self.start_aof()
+            elif not value and self.aof is not None:
+                self.stop_aof()
+
+    @property
+    def config(self):
+        return self.server.config
+
+    @property
+    def dir(self) -> str:
+        return self.config["dir"]
+
+    @property
+    def snapshot_path(self) -> str:
+        return os.path.join(self.dir, self.config["dbfilename"])
+
+    @property
+    def aof_dir(self) -> str:
+        return os.path.join(self.dir, self.config["appenddirname"])
+
+    def save_params(self) -> list[tuple[int, int]]:
+        words = [int(w) for w in self.config["save"].split()]
+        return list(zip(words[0::2], words[1::2], strict=True))
+
+    # -- refusing writes (MISCONF) -------------------------------------------------
+
+    def write_error(self) -> str | None:
+        """Redis's writeCommandsDeniedByDiskError, with the text it replies."""
+        if self.config["stop-writes-on-bgsave-error"] and self.config["save"] and self.lastbgsave_status == "err":
+            return RDB_ERROR
+        aof = self.aof
+        if aof is not None:
+            error = aof.write_error or aof.fsync_error
+            if error is not None:
+                return f"MISCONF Errors writing to the AOF file: {os.strerror(error.errno or 0)}"
+        return None
+
+    def _update_refusal(self) -> None:
+        server = self.server
+        server.disk_error = self.write_error()
+        server.refusing = server.oom or server.disk_error is not None
+
+    # -- loading -----------------------------------------------------------------
+
+    def load_at_startup(self) -> None:
+        """Load the AOF (appendonly yes) or else the snapshot; exit as Redis does on a bad file."""
+        start = time.monotonic()
+        try:
+            if self.config["appendonly"]:
+                self._open_aof_at_startup()
+            elif os.path.exists(self.snapshot_path):
+                self.load_snapshot(self.snapshot_path)
+                log.info("DB loaded from disk: %.3f seconds", time.monotonic() - start)
+        except (LoadError, snapshot.SnapshotError, aoffile.AofError) as exc:
+            log.critical("%s", exc)
+            log.critical("Fatal error loading the DB, check server logs. Exiting.")
+            sys.stdout.flush()
+            os._exit(1)
+        self.server.dirty = 0
+        self._update_refusal()
+
+    def load_snapshot(self, path: str, aof_preamble: bool = False) -> None:
+        """Replace every database with the snapshot's (read and checked whole first)."""
+        self.server.loading = True
+        gc.disable()
+        try:
+            loaded = snapshot.read(path)
+            self._install(loaded, expire=not aof_preamble)
+        finally:
+            gc.enable()
+            self.server.loading = False
+
+    def _install(self, loaded: snapshot.Snapshot, expire: bool) -> None:
+        server = self.server
+        now = server.clock()
+        expired = 0
+        for db in server.keyspace.dbs:
+            data, expires = loaded.dbs.pop(db.id, ({}, {}))
+            if expire:  # as a primary loading an RDB: keys already expired are not loaded
+                for key in [k for k, when in expires.items() if when < now]:
+                    del data[key]
+                    del expires[key]
+                    expired += 1
+            db.data, db.expires = data, expires
+            db.scan_index = None
+        if loaded.dbs:
+            raise LoadError(f"the snapshot holds database {min(loaded.dbs)}, but databases is {len(server.keyspace)}")
+        self.loaded_keys = loaded.keys - expired
+        self.loaded_expired = expired
+        if loaded.replid:
+            server.replid = loaded.replid
+            server.master_repl_offset = loaded.repl_offset
+
+    def _open_aof_at_startup(self) -> None:
+        os.makedirs(self.aof_dir, exist_ok=True)
+        manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"])
+        if manifest is None or not manifest.files:
+            if os.path.exists(self.snapshot_path):
+                # Redis would start empty here and lose the snapshot; keeping it is the safer reading
+                log.warning("No AOF found: loading %s and writing the first AOF base from it", self.snapshot_path)
+                self.load_snapshot(self.snapshot_path)
+            self.manifest = aoffile.Manifest()
+            self._write_base_now()
+            return
+        self.manifest = manifest
+        start = time.monotonic()
+        self.load_aof(manifest)
+        log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - start)
+        if not manifest.incrs:
+            self._open_incr()
+        else:
+            self._attach_writer(manifest.incrs[-1].name)
+        self.aof_base_size = self._aof_size()
+
+    def load_aof(self, manifest: aoffile.Manifest) -> None:
+        """Load the base, then replay each increment through the command table."""
+        server = self.server
+        files = manifest.files
+        server.keyspace.flushall()
+        server.loading = True
+        previous = Database.expiry
+        Database.expiry = "keep"  # a replayed PERSIST must still find a key its TTL passed
+        gc.disable()
+        try:
+            for index, item in enumerate(files):
+                path = os.path.join(self.aof_dir, item.name)
+                if not os.path.exists(path):
+                    raise LoadError(f"The AOF file {item.name} doesn't exist")
+                if item.type == aoffile.BASE and aoffile.is_snapshot(path):
+                    self.load_snapshot(path, aof_preamble=True)
+                    server.loading = True
+                else:
+                    self._replay(path, last=index == len(files) - 1)
+        finally:
+            gc.enable()
+            Database.expiry = previous
+            server.loading = False
+        server.dirty = 0
+
+    def _replay(self, path: str, last: bool) -> None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        good, error = aoffile.valid_prefix(data, path)
+        if error is not None:
+            if not (error.truncated and last and self.config["aof-load-truncated"]):
+                raise LoadError(f"{error}. Make a backup of your AOF file, then use millrace-check-aof --fix <filename.manifest>")
+            log.warning("!!! Warning: short read while loading the AOF file %s!!!", path)
+            log.warning("!!! Truncating the AOF %s at offset %d !!!", path, good)
+            with open(path, "r+b") as handle:
+                handle.truncate(good)
+                os.fsync(handle.fileno())
+            log.warning("AOF %s loaded anyway because aof-load-truncated is enabled", path)
+            data = data[:good]
+        server = self.server
+        client = LoadingClient(server)
+        execute = server.execute
+        failed = 0
+        for argv, end in aoffile.parse_commands(data, path):
+            if server.lookup_command(argv[0]) is None:
+                raise LoadError(f"Unknown command '{argv[0].decode(errors='replace')}' reading the append only file {path} (offset {end})")
+            reply = execute(client, argv)
+            if type(reply) is Error:
+                failed += 1
+                if failed <= 10:
+                    log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
+
+    # -- the AOF's files -----------------------------------------------------------
+
+    def _aof_size(self) -> int:
+        total = 0
+        for item in self.manifest.files if self.manifest else ():
+            try:
+                total += os.path.getsize(os.path.join(self.aof_dir, item.name))
+            except OSError:
+                pass
+        return total
+
+    def _attach_writer(self, name: str) -> None:
+        if self.aof is not None:
+            self.aof.sync()
+            self.aof.close()
+        self.aof = AofWriter(os.path.join(self.aof_dir, name))
+        server = self.server
+        server.aof = self.aof
+        server._propagated_db = -1  # every increment starts with its own SELECT (a loader starts in db 0)
+        if self.feed not in server.effect_listeners:
+            server.effect_listeners.append(self.feed)
+
+    def feed(self, batch: list[list[bytes]]) -> None:
+        self.aof.feed(batch)
+
+    def _open_incr(self) -> str:
+        """Start a new increment. It is listed in the manifest before anything is written to it,
+        except while appendonly is being turned on: until the first base exists, the writes go to
+        a temporary increment that only the finished rewrite names (Redis's temp INCR)."""
+        manifest = self.manifest
+        if self.aof_waiting_rewrite:
+            name = f"temp-{aoffile.incr_name(self.config['appendfilename'], 0)}"
+            open(os.path.join(self.aof_dir, name), "wb").close()
+        else:
+            seq = manifest.next_seq(aoffile.INCR)
+            name = aoffile.incr_name(self.config["appendfilename"], seq)
+            open(os.path.join(self.aof_dir, name), "ab").close()
+            manifest.incrs.append(aoffile.AofFile(name, seq, aoffile.INCR))
+            aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+        self._attach_writer(name)
+        return name
+
+    def _write_base_now(self) -> None:
+        """The first base of a new AOF, written in the foreground (start-up), then its first increment."""
+        name = self._base_name(self.manifest.next_seq(aoffile.BASE))
+        path = os.path.join(self.aof_dir, name)
+        self._write_base(path)
+        self.manifest.base = aoffile.AofFile(name, self.manifest.next_seq(aoffile.BASE), aoffile.BASE)
+        self._open_incr()
+        self.aof_base_size = self._aof_size()
+        log.info("Creating AOF base file %s on server start", name)
+
+    def _base_name(self, seq: int) -> str:
+        return aoffile.base_name(self.config["appendfilename"], seq, self.config["aof-use-rdb-preamble"])
+
+    def _write_base(self, path: str) -> None:
+        """A base from the current keyspace: a snapshot, or commands when aof-use-rdb-preamble is no."""
+        server = self.server
+        if self.config["aof-use-rdb-preamble"]:
+            snapshot.write(path, snapshot.keyspace_dbs(server.keyspace), server.replid, server.master_repl_offset, __version__)
+        else:
+            from .rewrite import write_command_base
+
+            write_command_base(path, server.keyspace)
+
+    def start_aof(self) -> None:
+        """CONFIG SET appendonly yes: a rewrite writes the first base; effects go to a new increment meanwhile."""
+        os.makedirs(self.aof_dir, exist_ok=True)
+        self.manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"]) or aoffile.Manifest()
+        self.aof_waiting_rewrite = True
+        if self.child is not None:
+            if self.child.kind == "aof":
+                self._kill_child()
+            else:
+                self.rewrite_scheduled = True
+                return
+        self.rewrite()
+
+    def stop_aof(self) -> None:
+        """CONFIG SET appendonly no: flush, close, stop a rewrite in progress."""
+        if self.child is not None and self.child.kind == "aof":
+            self._kill_child()
+        if self.aof is not None:
+            self.aof.sync()
+            self.aof.close()
+        self.server.effect_listeners.remove(self.feed)
+        self.aof = self.server.aof = None
+        self.aof_waiting_rewrite = False
+        self._update_refusal()
+
+    # -- saving --------------------------------------------------------------------
+
+    def save(self) -> bool:
+        """SAVE: write the snapshot in the foreground."""
+        server = self.server
+        try:
+            snapshot.write(self.snapshot_path, snapshot.keyspace_dbs(server.keyspace), server.replid, server.master_repl_offset, __version__)
+        except OSError as exc:
+            log.warning("Failed opening the temp RDB file for saving: %s", exc.strerror or exc)
+            self.lastbgsave_status = "err"
+            self._update_refusal()
+            return False
+        log.info("DB saved on disk")
+        server.dirty = 0
+        server.lastsave = time.time()
+        self.lastbgsave_status = "ok"
+        self.rdb_saves += 1
+        self._update_refusal()
+        return True
+
+    def bgsave(self) -> None:
+        server = self.server
+        self.lastbgsave_try = time.time()
+        keyspace = snapshot.keyspace_dbs(server.keyspace)
+        path = self.snapshot_path
+
+        def work() -> None:
+            snapshot.write(path, keyspace, server.replid, server.master_repl_offset, __version__)
+
+        self._fork("rdb", path, work)
+        log.info("Background saving started by pid %d", self.child.pid)
+
+    def rewrite(self) -> None:
+        """BGREWRITEAOF: a child writes the new base; a new increment takes the writes made meanwhile."""
+        self.aof_last_rewrite_try = time.time()
+        os.makedirs(self.aof_dir, exist_ok=True)
+        if self.manifest is None:  # appendonly no: Redis still writes the AOF's base (and no increment)
+            self.manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"]) or aoffile.Manifest()
+        if self.aof is not None:
+            self.aof.sync()
+            self.aof_new_incr = self._open_incr()
+        elif self.aof_waiting_rewrite:
+            self.aof_new_incr = self._open_incr()
+        temp = os.path.join(self.aof_dir, f"temp-rewriteaof-bg-{os.getpid()}.aof")
+        self._fork("aof", temp, lambda: self._write_base(temp))
+        log.info("Background append only file rewriting started by pid %d", self.child.pid)
+
+    def _fork(self, kind: str, temp: str, work) -> None:
+        server = self.server
+        pid = os.fork()
+        if pid == 0:  # the child: write, then leave without running any of the parent's cleanup
+            code = 0
+            try:
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
+                gc.disable()
+                work()
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        self.child = Child(pid, kind, time.time(), temp, server.dirty)
+
+    def _kill_child(self) -> None:
+        child, self.child = self.child, None
+        try:
+            os.kill(child.pid, signal.SIGUSR1)
+            os.waitpid(child.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        for path in (child.temp,) if child.kind == "aof" else (os.path.join(self.dir, f"temp-{child.pid}-{self.config['dbfilename']}"),):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def check_child(self) -> None:
+        """Has the child finished? Then finish its work in the parent (Redis's checkChildrenDone)."""
+        child = self.child
+        if child is None:
+            return
+        try:
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = child.pid, 1 << 8
+        if pid == 0:
+            return
+        self.child = None
+        ok = os.waitstatus_to_exitcode(status) == 0
+        if child.kind == "rdb":
+            self._bgsave_done(child, ok)
+        else:
+            self._rewrite_done(child, ok)
+        self._update_refusal()
+
+    def _bgsave_done(self, child: Child, ok: bool) -> None:
+        server = self.server
+        self.last_bgsave_time_sec = int(time.time() - child.started)
+        if ok:
+            log.info("Background saving terminated with success")
+            server.dirty -= child.dirty
+            server.lastsave = time.time()
+            self.lastbgsave_status = "ok"
+            self.rdb_saves += 1
+        else:
+            log.warning("Background saving error")
+            self.lastbgsave_status = "err"
+
+    def _rewrite_done(self, child: Child, ok: bool) -> None:
+        self.aof_last_rewrite_time_sec = int(time.time() - child.started)
+        manifest = self.manifest
+        if ok:
+            try:
+                seq = manifest.next_seq(aoffile.BASE)
+                name = self._base_name(seq)
+                os.replace(child.temp, os.path.join(self.aof_dir, name))
+                # the increments before the one opened at fork time are in the new base now
+                names = [item.name for item in manifest.incrs]
+                first = names.index(self.aof_new_incr) if self.aof_new_incr in names else len(names)
+                old = ([manifest.base] if manifest.base else []) + manifest.incrs[:first]
+                for item in old:
+                    item.type = aoffile.HISTORY
+                manifest.history.extend(old)
+                manifest.base = aoffile.AofFile(name, seq, aoffile.BASE)
+                manifest.incrs = manifest.incrs[first:]
+                if self.aof_waiting_rewrite:  # the temporary increment becomes the first real one
+                    incr_seq = manifest.next_seq(aoffile.INCR)
+                    incr = aoffile.incr_name(self.config["appendfilename"], incr_seq)
+                    self.aof.sync()
+                    os.replace(self.aof.path, os.path.join(self.aof_dir, incr))
+                    self.aof.path = os.path.join(self.aof_dir, incr)
+                    manifest.incrs = [aoffile.AofFile(incr, incr_seq, aoffile.INCR)]
+                aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+            except OSError as exc:
+                ok = False
+                log.warning("Error trying to switch to the rewritten AOF: %s", exc)
+            else:
+                for item in manifest.history:
+                    try:
+                        os.unlink(os.path.join(self.aof_dir, item.name))
+                    except OSError:
+                        pass
+                manifest.history = []
+                aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+        if ok:
+            log.info("Background AOF rewrite finished successfully")
+            self.aof_rewrites += 1
+            self.aof_rewrite_failures = 0
+            self.aof_last_bgrewrite_status = "ok"
+            self.aof_waiting_rewrite = False
+            self.aof_base_size = self._aof_size()
+        else:
+            log.warning("Background AOF rewrite terminated with error")
+            self.aof_rewrite_failures += 1
+            self.aof_last_bgrewrite_status = "err"
+            try:
+                os.unlink(child.temp)
+            except OSError:
+                pass
+        self.aof_new_incr = None
+
+    # -- the cron and the loop turn -------------------------------------------------
+
+    def cron(self) -> None:
+        """Children, the save schedule, automatic rewrites, everysec fsync (Redis's serverCron part)."""
+        self.check_child()
+        server = self.server
+        aof = self.aof
+        if aof is not None:
+            aof.cron(self.config["appendfsync"])
+        now = time.time()
+        if self.child is None:
+            if self.rewrite_scheduled:
+                self.rewrite_scheduled = False
+                self.rewrite()
+            elif self.bgsave_scheduled:
+                self.bgsave_scheduled = False
+                self.bgsave()
+            elif self.aof_waiting_rewrite and now - self.aof_last_rewrite_try > BGSAVE_RETRY_DELAY:
+                self.rewrite()
+            else:
+                for seconds, changes in self.save_params():
+                    if server.dirty >= changes and now - server.lastsave > seconds and (
+                        self.lastbgsave_status == "ok" or now - self.lastbgsave_try > BGSAVE_RETRY_DELAY
+                    ):
+                        log.info("%d changes in %d seconds. Saving...", changes, seconds)
+                        self.bgsave()
+                        break
+                else:
+                    self._auto_rewrite(now)
+        self._update_refusal()
+
+    def _auto_rewrite(self, now: float) -> None:
+        if self.aof is None or not self.config["auto-aof-rewrite-percentage"]:
+            return
+        if self.aof_last_bgrewrite_status == "err" and now - self.aof_last_rewrite_try < AOF_REWRITE_RETRY_DELAY:
+            return
+        size = self._aof_size() + self.aof.buffered
+        base = self.aof_base_size or 1
+        if size >= self.config["auto-aof-rewrite-min-size"] and (size - base) * 100 // base >= self.config["auto-aof-rewrite-percentage"]:
+            log.info("Starting automatic rewriting of AOF on %d%% growth", (size - base) * 100 // base)
+            self.rewrite()
+
+    def flush(self) -> None:
+        """Before replies go out: write the turn's effects (and fsync under `always`)."""
+        aof = self.aof
+        policy = self.config["appendfsync"]
+        try:
+            ok = aof.flush(policy)
+        except OSError as exc:
+            log.warning("Can't recover from AOF write error when the AOF fsync policy is 'always': %s. Exiting...", exc.strerror or exc)
+            sys.stdout.flush()
+            os._exit(1)
+        if not ok or self.server.disk_error is not None:
+            self._update_refusal()
+
+    # -- shutdown, DEBUG ---------------------------------------------------------------
+
+    def prepare_shutdown(self, save: bool) -> bool:
+        """Before exiting: stop a child, flush the AOF, save if asked; False if the save failed."""
+        if self.child is not None:
+            log.warning("There is a child saving an .rdb or rewriting the AOF. Killing it!")
+            self._kill_child()
+        if self.aof is not None:
+            log.info("Calling fsync() on the AOF file.")
+            try:
+                self.aof.sync()
+            except OSError as exc:
+                log.warning("Error writing the AOF on shutdown: %s", exc)
+        if save:
+            log.info("Saving the final RDB snapshot before exiting.")
+            if not self.save():
+                log.warning("Error trying to save the DB, can't exit.")
+                return False
+        return True
+
+    def close(self) -> None:
+        if self.aof is not None:
+            try:
+                self.aof.sync()
+            finally:
+                self.aof.close()
+                self.aof = self.server.aof = None
+
+    def debug_reload(self, args: list[bytes]):
+        """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save, empty, load the snapshot again."""
+        options = {arg.lower() for arg in args}
+        if not options <= {b"merge", b"noflush", b"nosave"}:
+            from protocol.errors import ReplyError
+
+            raise ReplyError("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.")
+        if b"nosave" not in options and not self.save():
+            from protocol.errors import ReplyError
+
+            raise ReplyError("ERR Error trying to save the DB")
+        try:
+            loaded = snapshot.read(self.snapshot_path)
+        except (OSError, snapshot.SnapshotError) as exc:
+            from protocol.errors import ReplyError
+
+            raise ReplyError(f"ERR Error trying to load the RDB dump, check server logs. ({exc})") from None
+        if b"merge" in options or b"noflush" in options:
+            for db in self.server.keyspace.dbs:
+                data, expires = loaded.dbs.pop(db.id, ({}, {}))
+                db.data.update(data)
+                db.expires.update(expires)
+        else:
+            self._install(loaded, expire=True)
+        log.info("DB reloaded by DEBUG RELOAD")
+        from protocol.reply import OK
+
+        return OK
+
+    def debug_loadaof(self, args: list[bytes]):
+        """DEBUG LOADAOF: flush the AOF, empty the databases, replay the AOF."""
+        from protocol.reply import OK
+
+        if self.aof is None:
+            return OK
+        self.aof.sync()
+        server = self.server
+        listeners = server.effect_listeners
+        server.effect_listeners = []
+        try:
+            self.load_aof(self.manifest)
+        except (LoadError, aoffile.AofError, snapshot.SnapshotError) as exc:
+            from protocol.errors import ReplyError
+
+            log.warning("%s", exc)
+            raise ReplyError("ERR Error loading the AOF: check server logs.") from None
+        finally:
+            server.effect_listeners = listeners
+            server._propagated_db = -1
+        log.info("Append Only File loaded by DEBUG LOADAOF")
+        return OK
+
+    # -- INFO ------------------------------------------------------------------------
+
+    def info(self) -> dict:
+        child = self.child
+        now = time.time()
+        fields = {
+            "rdb_bgsave_in_progress": 1 if child is not None and child.kind == "rdb" else 0,
+            "rdb_last_bgsave_status": self.lastbgsave_status,
+            "rdb_last_bgsave_time_sec": self.last_bgsave_time_sec,
+            "rdb_current_bgsave_time_sec": int(now - child.started) if child is not None and child.kind == "rdb" else -1,
+            "rdb_saves": self.rdb_saves,
+            "rdb_last_load_keys_expired": self.loaded_expired,
+            "rdb_last_load_keys_loaded": self.loaded_keys,
+            "aof_enabled": 1 if self.aof is not None or self.aof_waiting_rewrite else 0,
+            "aof_rewrite_in_progress": 1 if child is not None and child.kind == "aof" else 0,
+            "aof_rewrite_scheduled": 1 if self.rewrite_scheduled else 0,
+            "aof_last_rewrite_time_sec": self.aof_last_rewrite_time_sec,
+            "aof_current_rewrite_time_sec": int(now - child.started) if child is not None and child.kind == "aof" else -1,
+            "aof_last_bgrewrite_status": self.aof_last_bgrewrite_status,
+            "aof_rewrites": self.aof_rewrites,
+            "aof_rewrites_consecutive_failures": self.aof_rewrite_failures,
+            "aof_last_write_status": "err" if self.aof is not None and self.aof.write_error else "ok",
+        }
+        aof = self.aof
+        if aof is not None:
+            fields.update(
+                aof_current_size=self._aof_size() + aof.buffered,
+                aof_base_size=self.aof_base_size,
+                aof_pending_rewrite=1 if self.rewrite_scheduled else 0,
+                aof_buffer_length=aof.buffered,
+                aof_pending_bio_fsync=1 if aof.fsync_in_progress() else 0,
+                aof_delayed_fsync=aof.delayed_fsync,
+            )
+        return fields
