@@ -1,8 +1,9 @@
 """Consumer groups through redis-py, RESP2 and RESP3: replies, errors, lag, blocking.
 
-Expected values are Redis 7.4's (t_stream.c and its test suite); the few
-places where that differs from the Debian redis-server 7.0 oracle are here and
-listed as excluded in tests/test_groups_differential.py.
+Expected values are Redis 7.4's (t_stream.c and its test suite) and the newest
+Redis's where it fixed a rule since; the places where that differs from the
+Redis 8.2.3 oracle are here and listed as excluded in
+tests/test_groups_differential.py and tests/test_streams_wide_diff.py.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ CREATECONSUMER's 0/1 included. Left out:
    seen-time, and active-time / inactive once set (-1, never active, is
    compared); every min-idle argument is 0 or far beyond any test's duration;
 2. ENTRIESREAD values that disagree with the group's position: workloads
-   give only the true value, `$ ENTRIESREAD <entries-added>` (Millrace keeps
-   entries-read within entries-added, a fix Redis made after 8.2.3, which
-   can report more; tests/test_groups.py pins it);
+   give only the true value, `$ ENTRIESREAD <entries-added>`; and XSETID's
+   ENTRIESADDED is not sent: lowered, Redis 8.2.3 keeps a group's
+   entries-read above it (a negative lag), which Millrace clamps as Redis
+   did later (redis#15488; tests/test_groups.py pins it);
 3. a blocked XREADGROUP whose key is deleted or retyped: tests of their own
    (tests/test_streams_blocking.py);
 4. Millrace's effect-only `XGROUP CREATECONSUMER ... SEENTIME t ACTIVETIME t`
