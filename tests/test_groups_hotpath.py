@@ -61,8 +61,8 @@ SCRIPT = [
 def test_shared_pending_entries_and_bulk_acks_match_redis(m, oracle):
     raw(oracle)
     for argv in SCRIPT:
-        expected = mask(argv, run(oracle, argv), False)
-        got = mask(argv, run(m, argv), False)
+        expected = mask(argv, run(oracle, argv))
+        got = mask(argv, run(m, argv))
         assert got == expected, (argv, got, expected)
 
 
