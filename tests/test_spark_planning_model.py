@@ -1,0 +1,261 @@
+"""Spark planning and budgeting (pipeline/partitioning.py, the per-trigger limit of
+pipeline/stream_reader.py) against a brute-force model, without a Spark session.
+
+The model is the obvious one: a read of `(after, upto]` must return exactly the
+live entries in that range, each once, in ID order; a micro-batch under
+maxRecordsPerTrigger=n must hold at most n entries; a streaming query must
+in the end have read every entry once. Streams have 0-5 entries, gaps in
+their IDs (milliseconds and sequence numbers), heads trimmed away and entries
+deleted, and the ranges start and end on, between and beyond entries.
+
+The streaming half drives the real StreamReader against a real server: its
+offsets, its limit and its partitions, with the rows each partition names
+read by XRANGE, as an executor would.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from pipeline.arrow_batches import DEFAULT_SCHEMA  # noqa: E402
+from pipeline.options import read_options  # noqa: E402
+from pipeline.partitioning import Span, StreamRange, cut, plan, share_out  # noqa: E402
+from pipeline.stream_ids import MAX_ID, format_id, make_id, parse_id  # noqa: E402
+from pipeline.stream_reader import ReadAllAvailable, ReadMaxRows, StreamReader  # noqa: E402
+
+# -- the pure planning functions ---------------------------------------------------------
+
+
+@st.composite
+def stream_ids(draw, max_entries: int = 5) -> list[int]:
+    """Up to 5 increasing IDs, with gaps in ms and in seq."""
+    ids, ms, seq = [], draw(st.integers(1, 3)), 0
+    for _ in range(draw(st.integers(0, max_entries))):
+        if draw(st.booleans()):
+            ms += draw(st.integers(1, 3))
+            seq = draw(st.integers(0, 2))
+        else:
+            seq += draw(st.integers(1, 2))
+        ids.append(make_id(ms, seq))
+    return ids
+
+
+def near(draw, ids: list[int]) -> int:
+    """A bound on, just before, just after an entry, or at either end of the ID space."""
+    choices = [0, MAX_ID] + [i + d for i in ids for d in (-1, 0, 1)]
+    return draw(st.sampled_from(sorted(set(choices))))
+
+
+@st.composite
+def streams(draw) -> list[tuple[list[int], list[int], int, int]]:
+    """Streams as (ever added, live, after, upto): some of the head trimmed, some entries deleted."""
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        ever = draw(stream_ids())
+        trimmed = draw(st.integers(0, len(ever)))
+        live = [i for i in ever[trimmed:] if not draw(st.booleans()) or not draw(st.booleans())]  # ~1/4 deleted
+        out.append((ever, live, near(draw, ever), near(draw, ever)))
+    return out
+
+
+def read(parts: list[StreamRange], name: str, live: list[int]) -> list[int]:
+    """What the executors read: each partition's live entries, partitions in plan order."""
+    return [i for p in parts if p.stream == name for i in live if p.after < i <= p.upto]
+
+
+@settings(max_examples=600, deadline=None)
+@given(streams(), st.one_of(st.none(), st.integers(1, 12)))
+def test_plan_reads_every_entry_once_in_order(specs, num_partitions):
+    spans = []
+    for k, (_ever, live, after, upto) in enumerate(specs):
+        first, last = (live[0], live[-1]) if live else (0, 0)
+        spans.append(Span(f"s{k}", after, upto, first, last, len(live)))
+    parts = plan(spans, num_partitions)
+    for k, (_ever, live, after, upto) in enumerate(specs):
+        name = f"s{k}"
+        wanted = [i for i in live if after < i <= upto]
+        assert read(parts, name, live) == wanted
+        mine = [p for p in parts if p.stream == name]
+        for a, b in zip(mine, mine[1:], strict=False):
+            assert a.upto <= b.after  # disjoint and in order: nothing read twice
+        assert all(p.after < p.upto for p in mine)
+        if wanted:
+            assert mine
+    assert len(parts) <= max(num_partitions or 0, len(specs))  # numPartitions, or one per stream when more
+
+
+def test_plan_single_entry_stream():
+    """A one-character change in the `first_id - 1` bound read a one-entry stream back as nothing."""
+    entry = make_id(1_700_000_000_000, 0)
+    for after in (0, entry - 1):
+        parts = plan([Span("s", after, entry, entry, entry, 1)], None)
+        assert [(p.after < entry <= p.upto) for p in parts] == [True]
+    assert plan([Span("s", entry, entry, entry, entry, 1)], 4) == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 40), st.lists(st.integers(0, 50), min_size=1, max_size=8))
+def test_share_out(total, weights):
+    shares = share_out(total, weights)
+    assert len(shares) == len(weights)
+    assert sum(shares) == max(total, len(weights))
+    assert min(shares) >= 1
+    if sum(weights) > 0 and total >= len(weights):
+        # largest remainders: each share is its exact part rounded down or up, once the 1s are given
+        whole = sum(weights)
+        for share, weight in zip(shares, weights, strict=True):
+            exact = total * weight / whole
+            assert share <= max(1, int(exact) + 1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(stream_ids(), st.integers(1, 9), st.data())
+def test_cut_covers_the_span_exactly(ids, parts, data):
+    after, upto = near(data.draw, ids), near(data.draw, ids)
+    first, last = (ids[0], ids[-1]) if ids else (0, 0)
+    ranges = cut(Span("s", after, upto, first, last, len(ids)), parts)
+    inside = [i for i in ids if after < i <= upto]
+    assert read(ranges, "s", ids) == inside
+    assert len(ranges) <= parts
+    if inside:
+        assert ranges[0].after == after and ranges[-1].upto == upto
+        assert all(a.upto == b.after for a, b in zip(ranges, ranges[1:], strict=False))
+    # no wasted task: every range holds some of the ID space between the first and the last entry
+    for r in ranges:
+        assert max(r.after, first - 1) < min(r.upto, last)
+
+
+# -- the per-trigger limit, through the real StreamReader and a real server -------------------
+
+
+@pytest.fixture(scope="module")
+def db(server):
+    client = server.client(protocol=2, decode_responses=True)
+    yield client
+    client.close()
+
+
+def _load(db, specs) -> dict[str, list[int]]:
+    """Create the streams on the server: every ID added, the head trimmed, some deleted."""
+    db.flushall()
+    live_of = {}
+    for k, (ever, live, _after, _upto) in enumerate(specs):
+        name = f"s{k}"
+        db.xgroup_create(name, "made", id="$", mkstream=True)  # the stream exists even with no entries
+        for i in ever:
+            db.xadd(name, {"n": format_id(i)}, id=format_id(i))
+        trimmed = [i for i in ever if i not in live and (not live or i < live[0])]
+        if trimmed:
+            db.execute_command("XTRIM", name, "MINID", format_id(trimmed[-1] + 1))
+        gone = [i for i in ever if i not in live and i not in trimmed]
+        if gone:
+            db.xdel(name, *map(format_id, gone))
+        live_of[name] = live
+    return live_of
+
+
+def _reader(port: int, names: list[str], limit: int | None, num_partitions: int | None) -> StreamReader:
+    options = {"streams": ",".join(names), "port": port, "startingOffsets": "earliest", "failOnDataLoss": "false"}
+    if limit:
+        options["maxRecordsPerTrigger"] = limit
+    if num_partitions:
+        options["numPartitions"] = num_partitions
+    return StreamReader(read_options(options, streaming=True), DEFAULT_SCHEMA)
+
+
+def _run(db, reader: StreamReader, limit: int | None, grow=None) -> tuple[dict[str, list[int]], list[int]]:
+    """Micro-batches until the offsets stop: the IDs read per stream, and each batch's size."""
+    got: dict[str, list[int]] = {name: [] for name in reader.options.streams}
+    sizes = []
+    start = reader.initialOffset()
+    for batch in range(100):
+        end = reader.latestOffset(start, ReadMaxRows(limit) if limit else ReadAllAvailable())
+        parts = reader.partitions(start, end) if end != start else []
+        rows = 0
+        for part in parts:
+            for entry_id, _fields in db.xrange(part.stream, "(" + format_id(part.after) if part.after else "-", format_id(part.upto)):
+                got[part.stream].append(parse_id(entry_id))
+                rows += 1
+        if end == start:
+            assert rows == 0
+            if grow is None or not grow(batch):
+                break
+            continue
+        sizes.append(rows)
+        reader.commit(end)
+        start = end
+        if grow is not None:
+            grow(batch)
+    else:
+        raise AssertionError("the query never caught up")
+    reader.stop()
+    return got, sizes
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(streams(), st.integers(1, 7), st.one_of(st.none(), st.integers(1, 6)))
+def test_streaming_limit_reads_everything_once_no_batch_above_it(server, db, specs, limit, num_partitions):
+    live_of = _load(db, specs)
+    reader = _reader(server.port, list(live_of), limit, num_partitions)
+    got, sizes = _run(db, reader, limit)
+    assert got == live_of  # every live entry once, in order, per stream
+    assert all(size <= limit for size in sizes)  # a batch may only move past deleted entries
+    total = sum(map(len, live_of.values()))
+    assert len(sizes) >= -(-total // limit)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(0, 3))
+def test_streaming_limit_with_entries_arriving(server, db, nstreams, limit, per_batch):
+    """Entries added between micro-batches are read once too, and batches stay within the limit."""
+    db.flushall()
+    names = [f"s{k}" for k in range(nstreams)]
+    added = {name: [] for name in names}
+    for name in names:
+        added[name].append(parse_id(db.xadd(name, {"n": 0})))
+
+    def grow(batch: int) -> bool:
+        if batch >= 5:
+            return False
+        for name in names[:per_batch]:
+            added[name].append(parse_id(db.xadd(name, {"n": batch})))
+        return per_batch > 0
+
+    got, sizes = _run(db, _reader(server.port, names, limit, None), limit, grow)
+    assert got == added
+    assert all(0 < size <= limit for size in sizes)
+
+
+def test_one_record_per_trigger_delivers_all_six(server, db):
+    """maxRecordsPerTrigger=1 over six entries: six batches of one, none lost while the offsets move on."""
+    db.flushall()
+    ids = [parse_id(db.xadd("s", {"n": n}, id=f"{n}-0")) for n in range(1, 7)]
+    got, sizes = _run(db, _reader(server.port, ["s"], 1, None), 1)
+    assert got == {"s": ids} and sizes == [1] * 6
+
+
+def test_limit_shared_by_the_streams(server, db):
+    """A budget equal to the number of streams gives each one entry, as the backlogs are equal."""
+    db.flushall()
+    names = ["a", "b", "c"]
+    ids = {name: [parse_id(db.xadd(name, {"n": n})) for n in range(4)] for name in names}
+    reader = _reader(server.port, names, 3, None)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(3))
+    assert {name: end[name]["id"] for name in names} == {name: format_id(ids[name][0]) for name in names}
+    reader.stop()
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_limit_below_the_number_of_streams(server, db, limit):
+    """Three streams and a budget of 1 or 2: no batch holds more than the budget."""
+    db.flushall()
+    names = ["a", "b", "c"]
+    ids = {name: [parse_id(db.xadd(name, {"n": n})) for n in range(2)] for name in names}
+    got, sizes = _run(db, _reader(server.port, names, limit, None), limit)
+    assert got == ids
+    assert all(0 < size <= limit for size in sizes) and sum(sizes) == 6
