@@ -359,12 +359,15 @@ class Model:
         self.entries = [e for e in self.entries if e[0] not in gone]
 
 
+# LIMITs that equal the entries of whole head nodes (node sizes 1, 3, 10, 100 below), and some that do not
+limits = st.sampled_from([0, 0, 1, 2, 3, 5, 6, 9, 10, 20, 30, 100])
+
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("add"), st.integers(1, 4), st.lists(st.sampled_from([b"a", b"b", b"7", b"x" * 70]), min_size=1, max_size=3)),
         st.tuples(st.just("del"), st.lists(st.integers(0, 400), min_size=1, max_size=4)),
-        st.tuples(st.just("maxlen"), st.integers(0, 300), st.booleans(), st.sampled_from([0, 0, 5, 30])),
-        st.tuples(st.just("minid"), st.integers(0, 400), st.booleans(), st.sampled_from([0, 0, 5, 30])),
+        st.tuples(st.just("maxlen"), st.integers(0, 300), st.booleans(), limits),
+        st.tuples(st.just("minid"), st.integers(0, 400), st.booleans(), limits),
         st.tuples(st.just("range"), st.integers(0, 400), st.integers(0, 400), st.integers(0, 5), st.booleans()),
     ),
     max_size=120,
