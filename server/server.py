@@ -22,6 +22,7 @@ from . import REDIS_VERSION
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
+from .dirty import RULES as DIRTY_RULES
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
 
@@ -193,10 +194,12 @@ class Server:
                 result, effects = result
                 if effects:
                     db = client.db
+                    rule = DIRTY_RULES.get(cmd.name)
+                    dirty = len(effects) if rule is None else rule(result, effects)
                     if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None:
-                        self.after_write(db.id, effects)
+                        self.after_write(db.id, effects, dirty)
                     else:  # the quiet case: nothing to touch, queue or propagate
-                        self.dirty += len(effects)
+                        self.dirty += dirty
         elapsed = perf_counter_ns() - start
         cmd.calls += 1  # after the command, as Redis counts it: CONFIG RESETSTAT counts itself, INFO does not
         cmd.duration_ns += elapsed
@@ -224,13 +227,14 @@ class Server:
 
     # -- writes: effects, WATCH, blocked clients, propagation -------------
 
-    def after_write(self, db: int, effects: Effects) -> None:
+    def after_write(self, db: int, effects: Effects, dirty: int | None = None) -> None:
+        """Count, touch and propagate a write's effects; `dirty` is its change count if not one per effect."""
         # call() skips this for a quiet write, testing the same conditions: keep the two in step.
         database = self.keyspace.dbs[db]
         if database.expired:
             # keys the command found expired propagate first (their DEL must precede its effects)
             self.propagate_expired(database)
-        self.dirty += len(effects)
+        self.dirty += len(effects) if dirty is None else dirty
         if self.watched or self.blocking.waiters:
             for argv in effects:
                 self.touch_effect(db, argv)
@@ -410,7 +414,8 @@ class Server:
                     if block.write:
                         result, effects = result
                         if effects:
-                            self.after_write(db, effects)
+                            rule = DIRTY_RULES.get(block.command.name) if block.command is not None else None
+                            self.after_write(db, effects, None if rule is None else rule(result, effects))
                     self.unblock(block, result)
 
     # -- monitors ----------------------------------------------------------

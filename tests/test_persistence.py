@@ -1,0 +1,262 @@
+"""Durability end to end: the real server saves, is killed or stopped, restarts, and holds the same state.
+
+Each test runs a random workload over every kind of state (tests/persist_workload.py),
+takes the full picture a client can see, restarts the server on the same directory
+(kill -9 where the promise is about crashes) and compares the picture field by field.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import redis
+
+from tests.persist_workload import Workload, state
+from tests.servers import start_millrace
+
+
+def start(workdir: str, *args: str):
+    return start_millrace("--enable-debug-command", "yes", *args, workdir=workdir)
+
+
+def kill9(proc) -> None:
+    proc.proc.send_signal(signal.SIGKILL)
+    proc.proc.wait()
+    proc.log.close()
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def no_child(client) -> bool:
+    info = client.info("persistence")
+    return info["rdb_bgsave_in_progress"] == 0 and info["aof_rewrite_in_progress"] == 0
+
+
+def workload(client, seed: int, steps: int = 400, deletes: bool = True) -> Workload:
+    work = Workload(client, seed, deletes=deletes)
+    work.steps(steps)
+    client.execute_command("SELECT", 0)
+    return work
+
+
+def test_save_then_kill9_loads_the_snapshot(tmp_path):
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    workload(client, 1)
+    assert client.save() is True
+    before = state(client)
+    assert before, "the workload left no keys"
+    client.close()
+    kill9(proc)
+    assert (tmp_path / "dump.mpk").exists()
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        client = proc.client()
+        assert state(client) == before
+        info = client.info("persistence")
+        assert info["rdb_changes_since_last_save"] == 0 and info["loading"] == 0
+        assert info["rdb_last_load_keys_loaded"] == len(before)
+    finally:
+        proc.stop()
+
+
+def test_debug_reload_keeps_everything(tmp_path):
+    proc = start(str(tmp_path))
+    try:
+        client = proc.client()
+        workload(client, 2)
+        before = state(client)
+        assert client.execute_command("DEBUG", "RELOAD") == b"OK"
+        assert state(client) == before
+        workload(client, 3, 200)  # the reloaded streams, groups and PELs keep working
+        before = state(client)
+        assert client.execute_command("DEBUG", "RELOAD") == b"OK"
+        assert state(client) == before
+    finally:
+        proc.stop()
+
+
+def test_aof_always_survives_kill9(tmp_path):
+    proc = start(str(tmp_path), "--appendonly", "yes", "--appendfsync", "always", "--save", "")
+    client = proc.client()
+    workload(client, 4)
+    before = state(client)
+    kill9(proc)
+    names = sorted(os.listdir(tmp_path / "appendonlydir"))
+    assert names == ["appendonly.aof.1.base.mpk", "appendonly.aof.1.incr.aof", "appendonly.aof.manifest"]
+    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
+    try:
+        client = proc.client()
+        assert state(client) == before
+        assert client.info("persistence")["rdb_changes_since_last_save"] == 0
+        assert client.execute_command("DEBUG", "LOADAOF") == b"OK"
+        assert state(client) == before
+    finally:
+        proc.stop()
+
+
+def test_bgrewriteaof_switches_files_and_keeps_state(tmp_path):
+    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
+    client = proc.client()
+    workload(client, 5)
+    assert client.bgrewriteaof() is True
+    workload(client, 6, 100)  # writes while the child works go to the new increment
+    wait_for(lambda: no_child(client))
+    workload(client, 7, 100)
+    info = client.info("persistence")
+    assert info["aof_rewrites"] == 1 and info["aof_last_bgrewrite_status"] == "ok"
+    manifest = (tmp_path / "appendonlydir" / "appendonly.aof.manifest").read_text()
+    assert manifest == "file appendonly.aof.2.base.mpk seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+    assert sorted(os.listdir(tmp_path / "appendonlydir")) == [
+        "appendonly.aof.2.base.mpk", "appendonly.aof.2.incr.aof", "appendonly.aof.manifest"
+    ]  # fmt: skip
+    client.execute_command("CONFIG", "SET", "appendfsync", "always")
+    client.set("last", "write")
+    before = state(client)
+    kill9(proc)
+    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
+    try:
+        assert state(proc.client()) == before
+    finally:
+        proc.stop()
+
+
+def test_rewrite_without_preamble_writes_commands(tmp_path):
+    args = ("--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--save", "", "--appendfsync", "always")
+    proc = start(str(tmp_path), *args)
+    client = proc.client()
+    # no deletions: a PEL entry whose stream entry is gone cannot be written as a command
+    # (XCLAIM drops it), the limit Redis's own preamble-less rewrite has
+    workload(client, 8, deletes=False)
+    assert client.bgrewriteaof() is True
+    wait_for(lambda: no_child(client))
+    base = tmp_path / "appendonlydir" / "appendonly.aof.2.base.aof"
+    assert base.read_bytes()[:1] in (b"*", b"")  # plain RESP commands, as Redis's preamble-less base
+    before = state(client, structure=False)
+    kill9(proc)
+    proc = start(str(tmp_path), *args)
+    try:
+        assert state(proc.client(), structure=False) == before
+    finally:
+        proc.stop()
+
+
+def test_bgsave_serves_clients_and_records_the_save(tmp_path):
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    pipe = client.pipeline(transaction=False)
+    for i in range(20_000):
+        pipe.xadd("big", {"i": i})
+    pipe.execute()
+    lastsave = client.lastsave()
+    time.sleep(1.05)  # LASTSAVE has a one-second resolution
+    assert client.bgsave() is True
+    assert client.ping() is True  # served while the child writes
+    for i in range(50):
+        client.xadd("during", {"i": i})
+    wait_for(lambda: no_child(client))
+    info = client.info("persistence")
+    assert info["rdb_last_bgsave_status"] == "ok" and info["rdb_saves"] == 1
+    assert client.lastsave() > lastsave
+    assert info["rdb_changes_since_last_save"] == 50  # the writes made while the child worked
+    kill9(proc)
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        client = proc.client()
+        assert client.xlen("big") == 20_000
+    finally:
+        proc.stop()
+
+
+def test_config_set_appendonly_writes_a_base_first(tmp_path):
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    workload(client, 9, 200)
+    assert client.config_set("appendonly", "yes") is True
+    client.config_set("appendfsync", "always")
+    workload(client, 10, 200)
+    wait_for(lambda: no_child(client) and client.info("persistence")["aof_enabled"] == 1)
+    workload(client, 11, 50)
+    before = state(client)
+    manifest = (tmp_path / "appendonlydir" / "appendonly.aof.manifest").read_text()
+    assert manifest == "file appendonly.aof.1.base.mpk seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    kill9(proc)
+    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
+    try:
+        assert state(proc.client()) == before
+    finally:
+        proc.stop()
+
+
+def test_sigterm_and_shutdown_save_when_save_points_are_set(tmp_path):
+    proc = start(str(tmp_path))  # Redis's default save points
+    client = proc.client()
+    client.xadd("s", {"a": "1"}, id="5-5")
+    proc.proc.send_signal(signal.SIGTERM)
+    assert proc.proc.wait(10) == 0
+    proc.log.close()
+    assert "Saving the final RDB snapshot before exiting." in (tmp_path / "millrace.log").read_text()
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    assert client.xrange("s") == [(b"5-5", {b"a": b"1"})]
+    client.set("k", "v")
+    shutdown(proc, "SAVE")  # saves although no save point is set
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    assert client.get("k") == b"v"
+    client.set("k2", "v")
+    shutdown(proc, "NOSAVE")
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        client = proc.client()
+        assert client.get("k2") is None and client.get("k") == b"v" and client.xlen("s") == 1
+    finally:
+        proc.stop()
+
+
+def shutdown(proc, *options: str) -> None:
+    try:
+        proc.client().execute_command("SHUTDOWN", *options)
+    except redis.ConnectionError:
+        pass
+    assert proc.proc.wait(10) == 0
+    proc.log.close()
+
+
+def test_dirty_counts_as_redis(oracle_server, tmp_path):
+    """rdb_changes_since_last_save after each command, beside Redis 8 (save points on, so both count)."""
+    proc = start(str(tmp_path), "--save", "3600 1000000")
+    oracle = oracle_server.client()
+    oracle.config_set("save", "3600 1000000")
+    mine = proc.client()
+    script = [
+        ("XADD", "s", "1-0", "f", "v"), ("XADD", "s", "2-0", "f", "v"), ("XADD", "s", "3-0", "f", "v"),
+        ("XADD", "s", "4-0", "f", "v"), ("XGROUP", "CREATE", "s", "g", "0"),
+        ("XGROUP", "CREATECONSUMER", "s", "g", "alice"), ("XGROUP", "CREATECONSUMER", "s", "g", "bob"),
+        ("XREADGROUP", "GROUP", "g", "alice", "COUNT", "3", "STREAMS", "s", ">"),
+        ("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "s", "0"),
+        ("XACK", "s", "g", "1-0", "2-0", "9-0"), ("XCLAIM", "s", "g", "bob", "0", "3-0"),
+        ("XREADGROUP", "GROUP", "g", "bob", "NOACK", "STREAMS", "s", ">"),
+        ("XDEL", "s", "1-0", "4-0", "7-0"), ("XTRIM", "s", "MAXLEN", "0"), ("MSET", "a", "1", "b", "2"),
+        ("DEL", "a", "b", "c"), ("SET", "x", "1", "PX", "100000"), ("EXPIRE", "x", "100"), ("INCR", "n"),
+        ("XGROUP", "SETID", "s", "g", "0"), ("XSETID", "s", "10-0"), ("XADD", "nope", "NOMKSTREAM", "*", "f", "v"),
+        ("XGROUP", "DELCONSUMER", "s", "g", "alice"), ("XGROUP", "DESTROY", "s", "g"),
+    ]  # fmt: skip
+    try:
+        for command in script:
+            counts = []
+            for client in (oracle, mine):
+                client.save()
+                client.execute_command(*command)
+                counts.append(client.info("persistence")["rdb_changes_since_last_save"])
+            assert counts[1] == counts[0], command
+    finally:
+        oracle.flushall()
+        proc.stop()
