@@ -13,7 +13,8 @@ keeps a group's entries-read as it was, so it can report entries-read above
 entries-added and a negative lag; Millrace clamps entries-read to
 entries-added (redis#15488, after 8.2.3; tests/test_groups.py pins it).
 Everything else is compared: lag and entries-read after XDEL/XTRIM, consumers
-that own nothing, CREATECONSUMER's reply, XREAD's `+`, XSETID below the
+that own nothing, CREATECONSUMER's reply, XREAD's `+`, ENTRIESREAD of any value
+in XGROUP CREATE and SETID, XSETID below the
 max-deleted-entry-id. Not sent: Redis 8.2's XDELEX and XACKDEL and the
 KEEPREF/DELREF/ACKED options of XADD and XTRIM, which Millrace does not
 implement yet (the Redis 8 issue); this oracle will check them then.
@@ -129,10 +130,11 @@ class Workload:
             return self.wrong_type()
         if roll < 0.58:
             start = rnd.choice(["0", "$", "-", self.some_id(key)])
-            extra = rnd.choice([[], ["MKSTREAM"], ["ENTRIESREAD", "-1"]])
+            extra = rnd.choice([[], ["MKSTREAM"], ["ENTRIESREAD", "-1"], ["ENTRIESREAD", str(rnd.choice([0, 1, 3, 10, 1000]))]])
             return ["XGROUP", "CREATE", key, group, start, *extra]
         if roll < 0.60:
-            return ["XGROUP", "SETID", key, group, rnd.choice(["0", "$", self.some_id(key)])]
+            extra = ["ENTRIESREAD", str(rnd.choice([-1, 0, 2, 5, 1000]))] if rnd.random() < 0.4 else []
+            return ["XGROUP", "SETID", key, group, rnd.choice(["0", "$", self.some_id(key)]), *extra]
         if roll < 0.61:
             return ["XGROUP", "DESTROY", key, group]
         if roll < 0.63:
