@@ -13,11 +13,11 @@ keeps a group's entries-read as it was, so it can report entries-read above
 entries-added and a negative lag; Millrace clamps entries-read to
 entries-added (redis#15488, after 8.2.3; tests/test_groups.py pins it).
 Everything else is compared: lag and entries-read after XDEL/XTRIM, consumers
-that own nothing, CREATECONSUMER's reply, XREAD's `+`, ENTRIESREAD of any value
-in XGROUP CREATE and SETID, XSETID below the
-max-deleted-entry-id. Not sent: Redis 8.2's XDELEX and XACKDEL and the
-KEEPREF/DELREF/ACKED options of XADD and XTRIM, which Millrace does not
-implement yet (the Redis 8 issue); this oracle will check them then.
+that own nothing, CREATECONSUMER's reply, XREAD's `+`, ENTRIESREAD of any
+value in XGROUP CREATE and SETID, XSETID below the max-deleted-entry-id. Not
+sent: Redis 8.2's XDELEX and XACKDEL and the KEEPREF/DELREF/ACKED options of
+XADD and XTRIM, which Millrace does not implement yet (the Redis 8 issue);
+this oracle will check them then.
 """
 
 from __future__ import annotations
