@@ -53,14 +53,15 @@ class Target:
 
     - "ratio_min": Millrace / Redis must be >= value (throughput);
     - "ratio_max": Millrace / Redis must be <= value (memory);
-    - "max": Millrace's own figure must be <= value (e.g. a growth factor).
+    - "max": Millrace's own figure must be <= value (e.g. a growth factor);
+    - "min": Millrace's own figure must be >= value (e.g. a share of its own throughput).
     """
 
     kind: str
     value: float
 
     def label(self) -> str:
-        return {"ratio_min": f">= {self.value:g}x", "ratio_max": f"<= {self.value:g}x", "max": f"<= {self.value:g}"}[self.kind]
+        return {"ratio_min": f">= {self.value:g}x", "ratio_max": f"<= {self.value:g}x", "max": f"<= {self.value:g}", "min": f">= {self.value:g}"}[self.kind]
 
 
 @dataclass
@@ -98,11 +99,13 @@ class Row:
             return self.skipped
         if self.target is None:
             return "info"
-        if self.target.kind == "max":
+        if self.target.kind in ("max", "min"):
             value = self.millrace
             if value is None:
                 return "n/a"
-            return "PASS" if value <= self.target.value else "MISS"
+            if self.target.kind == "max":
+                return "PASS" if value <= self.target.value else "MISS"
+            return "PASS" if value >= self.target.value else "MISS"
         ratio = self.ratio
         if ratio is None:
             return "n/a"
@@ -137,22 +140,24 @@ class Server:
         self.dir = workdir
         self.log_path = os.path.join(workdir, f"{kind}.log")
         self._log = open(self.log_path, "wb")
+        started = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
         self.pid = self.proc.pid
         self._wait_ready()
+        self.ready_seconds = time.perf_counter() - started  # start until the first PONG (data loading included)
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} exited at start: {self.read_log()}")
             try:
-                with RawConnection(self.port, timeout=1) as conn:
-                    if conn.call("PING") == b"PONG":
+                with RawConnection(self.port, timeout=5) as conn:
+                    if conn.call("PING") == b"PONG":  # a server still loading answers -LOADING
                         return
             except OSError:
                 pass
-            time.sleep(0.05)
+            time.sleep(0.005)
         raise RuntimeError(f"{self.kind} did not start: {self.read_log()}")
 
     def read_log(self) -> str:
@@ -207,7 +212,8 @@ class Server:
     def flushall(self) -> None:
         self.call("FLUSHALL")
 
-    def stop(self) -> None:
+    def stop(self, keep_dir: bool = False) -> None:
+        """Terminate the server (SIGTERM, as a user would) and remove its directory unless `keep_dir`."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -216,16 +222,20 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def start_server(kind: str, *args: str, millrace_root: Path | None = None) -> Server:
+def start_server(kind: str, *args: str, millrace_root: Path | None = None, workdir: str | None = None) -> Server:
     """Start one server of `kind` ("redis", "millrace", "thin") on a free port.
 
-    `millrace_root` runs Millrace from another checkout (to compare branches).
+    `millrace_root` runs Millrace from another checkout (to compare branches);
+    `workdir` starts it on an existing directory (to load the files a stopped
+    server left there), else a new temporary one is made. Persistence is off
+    (`save ""`, `appendonly no`) unless `args` say otherwise (later wins).
     """
     port = free_port()
-    workdir = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+    workdir = workdir or tempfile.mkdtemp(prefix=f"bench-{kind}-")
     if kind == "redis":
         exe = shutil.which("redis-server")
         if exe is None:

@@ -57,6 +57,8 @@ def test_row_status_against_targets():
     assert Row("s", "x", "B", redis=10.0, millrace=31.0, target=Target("ratio_max", 3.0)).status == "MISS"
     assert Row("s", "x", "B", redis=10.0, millrace=30.0, target=Target("ratio_max", 3.0)).status == "PASS"
     assert Row("s", "x", "x", redis=1.0, millrace=2.5, target=Target("max", 2.0)).status == "MISS"
+    assert Row("s", "x", "x", redis=1.0, millrace=0.69, target=Target("min", 0.7)).status == "MISS"
+    assert Row("s", "x", "x", redis=0.1, millrace=0.7, target=Target("min", 0.7)).status == "PASS"
     assert Row("s", "x", "req/s", millrace=5.0, target=Target("ratio_min", 0.3)).status == "n/a"
     assert Row("s", "x", "us", redis=1.0, millrace=2.0).status == "info"
     assert Row("s", "x", "req/s", skipped=NOT_SUPPORTED).status == "n/a (not supported yet)"
