@@ -94,6 +94,8 @@ class Persistence:
         server.config.listeners.append(self._config_changed)
 
     def _config_changed(self, name: str, value) -> None:
+        if name in ("stop-writes-on-bgsave-error", "save"):
+            self._update_refusal()
         if name == "appendonly" and self.server.loop is not None:
             if value and self.aof is None:
                 self.start_aof()
