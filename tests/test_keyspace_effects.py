@@ -116,6 +116,21 @@ def test_lazy_expiry_propagates_del_before_the_write(p):
     assert p.effects() == [[b"DEL", b"g"]]
 
 
+def test_keepttl_does_not_keep_a_ttl_already_past(p):
+    """SET ... KEEPTTL on a key whose TTL has passed but that is still stored: Redis expires the key
+    first (DEL propagated), so the new value has no TTL, rather than vanishing at once."""
+    p("SET", "k", "5", "PX", "10")
+    p.effects()
+    p.server.now += 11
+    assert p("SET", "k", "9", "KEEPTTL") == Simple_OK()
+    assert p.effects() == [[b"DEL", b"k"], [b"SET", b"k", b"9", b"KEEPTTL"]]
+    assert p("GET", "k") == b"9" and p("PTTL", "k") == -1
+    p("SET", "live", "1", "PX", "10")
+    p.server.now += 5
+    p("SET", "live", "2", "KEEPTTL")
+    assert p("PTTL", "live") == 5  # a TTL still ahead is kept
+
+
 def test_exec_effects_are_wrapped(p):
     p("SET", "k", "1")
     p.effects()

@@ -116,6 +116,8 @@ def set_(ctx, argv):
         old = value if flags & _GET else None
         if (flags & _NX and value is not None) or (flags & _XX and value is None):
             return old, []
+    elif flags & _KEEPTTL and db.expires:
+        db.lookup(key, ctx.server.now)  # a TTL already past goes with its key (Redis's setKey looks it up), not kept
     db.data[key] = argv[2]
     effect = [b"SET", key, argv[2]]
     if when is not None:
