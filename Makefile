@@ -3,6 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 6379
 DATA   ?= ./data
+FSYNC  ?= everysec
 
 .PHONY: install run test lint bench pipeline clean
 
@@ -14,8 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $@
 
-run: install
-	$(PY) -m server --port $(PORT) --dir $(DATA)
+run: install  # durable by default: an AOF in $(DATA), fsynced every second (make run FSYNC=always)
+	mkdir -p $(DATA)
+	$(PY) -m server --port $(PORT) --dir $(DATA) --appendonly yes --appendfsync $(FSYNC)
 
 test: install
 	$(PY) -m ruff check .
