@@ -527,6 +527,7 @@ class Persistence:
         server = self.server
         aof = self.aof
         if aof is not None:
+            self.flush()  # effects no reply carried out (active expiry, CLIENT REPLY OFF)
             aof.cron(self.config["appendfsync"])
         now = time.time()
         if self.child is None:
