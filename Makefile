@@ -5,7 +5,7 @@ PORT   ?= 6379
 DATA   ?= ./data
 FSYNC  ?= everysec
 
-.PHONY: install run test lint bench pipeline clean
+.PHONY: install run test lint bench crash-test pipeline clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,9 @@ lint: install
 
 bench: install
 	$(PY) -m bench $(BENCH_ARGS)
+
+crash-test: install
+	$(PY) -m bench.crash_test
 
 pipeline: install
 	$(PY) -m pipeline.jobs.run_all
