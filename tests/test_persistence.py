@@ -260,3 +260,26 @@ def test_dirty_counts_as_redis(oracle_server, tmp_path):
     finally:
         oracle.flushall()
         proc.stop()
+
+
+def test_save_points_and_auto_rewrite_run_from_the_cron(tmp_path):
+    """`save 1 3`: three changes and a second later a BGSAVE runs by itself; the AOF is rewritten on growth."""
+    args = ("--save", "1 3", "--appendonly", "yes", "--auto-aof-rewrite-min-size", "4096", "--auto-aof-rewrite-percentage", "50")
+    proc = start(str(tmp_path), *args)
+    try:
+        client = proc.client()
+        client.set("a", "1")
+        client.set("b", "2")
+        time.sleep(1.3)
+        assert client.info("persistence")["rdb_saves"] == 0  # two changes: under the save point
+        client.set("c", "3")
+        wait_for(lambda: client.info("persistence")["rdb_saves"] == 1)
+        assert "3 changes in 1 seconds. Saving..." in proc.read_log()
+        for i in range(100):
+            client.xadd("s", {"pad": "p" * 100, "i": i})
+        wait_for(lambda: client.info("persistence")["aof_rewrites"] >= 1)
+        assert "Starting automatic rewriting of AOF" in proc.read_log()
+        wait_for(lambda: no_child(client))
+        assert client.xlen("s") == 100
+    finally:
+        proc.stop()
