@@ -374,6 +374,12 @@ class Persistence:
         self._update_refusal()
         return True
 
+    def flushall_save(self) -> None:
+        """FLUSHALL with save points: stop a BGSAVE of the old data and save the empty dataset."""
+        if self.child is not None and self.child.kind == "rdb":
+            self._kill_child()
+        self.save()
+
     def bgsave(self) -> None:
         server = self.server
         self.lastbgsave_try = time.time()

@@ -283,3 +283,18 @@ def test_save_points_and_auto_rewrite_run_from_the_cron(tmp_path):
         assert client.xlen("s") == 100
     finally:
         proc.stop()
+
+
+def test_flushall_with_save_points_saves_the_empty_dataset(tmp_path):
+    """As Redis: otherwise the last snapshot would bring the flushed keys back after a crash."""
+    proc = start(str(tmp_path), "--save", "3600 1000")
+    client = proc.client()
+    client.set("k", "v")
+    client.save()
+    client.flushall()
+    kill9(proc)
+    proc = start(str(tmp_path), "--save", "3600 1000")
+    try:
+        assert proc.client().dbsize() == 0
+    finally:
+        proc.stop()

@@ -199,6 +199,10 @@ def flushall(ctx, argv):
     for db in server.keyspace.dbs:
         server.touch_watched_db(db.id)
     server.keyspace.flushall()
+    if server.persistence is not None and server.config["save"] and not ctx.loading:
+        # as Redis: with save points set, the emptied dataset is saved at once, so an old
+        # snapshot cannot bring the keys back after a restart
+        server.persistence.flushall_save()
     return OK, [[b"FLUSHALL"]]
 
 
