@@ -425,6 +425,8 @@ class Persistence:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
+        if kind == "rdb":  # the name snapshot.write gives its temporary file in the child
+            temp = os.path.join(os.path.dirname(os.path.abspath(temp)), f"temp-{pid}-{os.path.basename(temp)}")
         self.child = Child(pid, kind, time.time(), temp, server.dirty)
 
     def _kill_child(self) -> None:
@@ -434,11 +436,7 @@ class Persistence:
             os.waitpid(child.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-        for path in (child.temp,) if child.kind == "aof" else (os.path.join(self.dir, f"temp-{child.pid}-{self.config['dbfilename']}"),):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        _unlink(child.temp)
 
     def check_child(self) -> None:
         """Has the child finished? Then finish its work in the parent (Redis's checkChildrenDone)."""
@@ -452,7 +450,10 @@ class Persistence:
         if pid == 0:
             return
         self.child = None
-        ok = os.waitstatus_to_exitcode(status) == 0
+        code = os.waitstatus_to_exitcode(status)
+        ok = code == 0
+        if code < 0:
+            log.warning("%s terminated by signal %d", "Background saving" if child.kind == "rdb" else "Background AOF rewrite", -code)
         if child.kind == "rdb":
             self._bgsave_done(child, ok)
         else:
@@ -471,6 +472,7 @@ class Persistence:
         else:
             log.warning("Background saving error")
             self.lastbgsave_status = "err"
+            _unlink(child.temp)
 
     def _rewrite_done(self, child: Child, ok: bool) -> None:
         self.aof_last_rewrite_time_sec = int(time.time() - child.started)
@@ -519,10 +521,7 @@ class Persistence:
             log.warning("Background AOF rewrite terminated with error")
             self.aof_rewrite_failures += 1
             self.aof_last_bgrewrite_status = "err"
-            try:
-                os.unlink(child.temp)
-            except OSError:
-                pass
+            _unlink(child.temp)
         self.aof_new_incr = None
 
     # -- the cron and the loop turn -------------------------------------------------
@@ -695,3 +694,11 @@ class Persistence:
                 aof_delayed_fsync=aof.delayed_fsync,
             )
         return fields
+
+
+def _unlink(path: str) -> None:
+    """Remove a failed child's temporary file, if it left one."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -298,3 +298,50 @@ def test_flushall_with_save_points_saves_the_empty_dataset(tmp_path):
         assert proc.client().dbsize() == 0
     finally:
         proc.stop()
+
+
+def _fill(client, entries: int) -> None:
+    pipe = client.pipeline(transaction=False)
+    for i in range(entries):
+        pipe.xadd(f"s{i % 10}", {"f": i})
+        if i % 10_000 == 9_999:
+            pipe.execute()
+    pipe.execute()
+
+
+def test_bgsave_schedule_waits_for_a_rewrite(tmp_path):
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        client = proc.client()
+        _fill(client, 200_000)
+        for name in ("BGREWRITEAOF", "BGSAVE"):
+            client.response_callbacks.pop(name, None)
+        pipe = client.pipeline(transaction=False)  # one read: the rewrite is surely running when BGSAVE comes
+        pipe.execute_command("BGREWRITEAOF")
+        pipe.execute_command("BGSAVE")
+        pipe.execute_command("BGSAVE", "SCHEDULE")
+        replies = pipe.execute(raise_on_error=False)
+        assert replies[0] == b"Background append only file rewriting started"
+        assert str(replies[1]).startswith("Another child process is active (AOF?): can't BGSAVE right now.")
+        assert replies[2] == b"Background saving scheduled"
+        wait_for(lambda: client.info("persistence")["rdb_saves"] == 1 and no_child(client), timeout=60)
+        assert client.info("persistence")["aof_rewrites"] == 1
+    finally:
+        proc.stop()
+
+
+def test_a_killed_child_is_reported(tmp_path):
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        client = proc.client()
+        _fill(client, 200_000)
+        client.bgsave()
+        children = open(f"/proc/{proc.proc.pid}/task/{proc.proc.pid}/children").read().split()
+        assert len(children) == 1
+        os.kill(int(children[0]), signal.SIGKILL)
+        wait_for(lambda: no_child(client))
+        assert client.info("persistence")["rdb_last_bgsave_status"] == "err"
+        assert "Background saving terminated by signal 9" in proc.read_log()
+        assert not [name for name in os.listdir(tmp_path) if name.startswith("temp-")]  # its temporary file is removed
+    finally:
+        proc.stop()
