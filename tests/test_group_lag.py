@@ -1,13 +1,15 @@
-"""Lag rules (storage/consumer_group.py) against a brute-force model.
+"""Lag rules (storage/consumer_group.py) against two models.
 
-The model keeps every ID ever added and which are still live, and counts:
-the true lag of a group is the number of live entries after its last
+The brute-force model keeps every ID ever added and which are still live, and
+counts: the true lag of a group is the number of live entries after its last
 delivered ID; its true entries-read is the number of entries ever added up to
-that ID. Redis's rules may answer "unknown" (None / -1) but must never give a
-wrong number; and where nothing was deleted in the middle (only head trims),
-a group created at 0 or with an exact ENTRIESREAD always knows its lag. (One
-created at the first or last entry knows it until it reads an entry that is
-neither: Redis cannot derive the counter of an arbitrary ID either.)
+that ID. The Redis model transcribes Redis 7.4's rules (t_stream.c with the
+fixes of redis#13338 and #13473, and #13958's read counter for a group behind
+the first entry) over the same counters: where Redis computes a number,
+Millrace must compute that number, and it may answer "unknown" (None / -1)
+only where Redis answers nil. Every number Redis's rules give must also be the
+true one here (no XSETID in these workloads). Reads go one entry at a time
+(`advance`) and in bulk (`advance_many`, XREADGROUP's fast path).
 """
 
 from __future__ import annotations
@@ -77,9 +79,77 @@ class ModelStream:
         return bisect.bisect_right(self.ever, group.last_id)
 
 
-def read(stream: ModelStream, group: ConsumerGroup, count: int) -> None:
-    for entry_id in stream.after(group.last_id, count):
-        group.advance(stream, entry_id)
+def add(stream: ModelStream, op: str, arg: int) -> None:
+    """`add`: one entry after a gap of arg; `many`: arg entries in a row."""
+    for _ in range(arg if op == "many" else 1):
+        stream.add(arg if op == "add" else 0)
+
+
+def read(stream: ModelStream, group: ConsumerGroup, count: int, bulk: bool = False) -> list[int]:
+    """Deliver up to count entries after the group's last ID, one by one or in one advance_many."""
+    delivered = stream.after(group.last_id, count)
+    if bulk and delivered:
+        group.advance_many(stream, delivered)
+    else:
+        for entry_id in delivered:
+            group.advance(stream, entry_id)
+    return delivered
+
+
+class RedisGroup:
+    """A group's last_id and entries_read as Redis keeps them (None: SCG_INVALID_ENTRIES_READ)."""
+
+    def __init__(self, last_id: int, entries_read: int | None = None) -> None:
+        self.last_id = last_id
+        self.entries_read = entries_read
+
+    def deliver(self, s: ModelStream, entry_id: int) -> None:
+        """streamReplyWithRange, per entry: count on only from a valid counter, at or after the first
+        entry, with no tombstone from the last ID on; otherwise estimate the new ID's counter."""
+        if self.entries_read is not None and self.last_id >= s.first_id and not redis_tombstones_from(s, self.last_id):
+            self.entries_read += 1
+        elif s.entries_added:
+            self.entries_read = redis_estimate(s, entry_id)
+        self.last_id = entry_id
+
+
+def redis_tombstones_from(s: ModelStream, start: int) -> bool:
+    """streamRangeHasTombstones(s, start, NULL): only the greatest deleted ID is known."""
+    if not s.live or not s.max_deleted_entry_id:
+        return False
+    return start <= s.max_deleted_entry_id
+
+
+def redis_estimate(s: ModelStream, entry_id: int) -> int | None:
+    """streamEstimateDistanceFromFirstEverEntry."""
+    if not s.entries_added:
+        return 0
+    if not s.live and entry_id <= s.last_id:
+        return s.entries_added
+    if entry_id and entry_id < s.max_deleted_entry_id:
+        return None
+    if entry_id == s.last_id:
+        return s.entries_added
+    if entry_id > s.last_id:
+        return None
+    if not s.max_deleted_entry_id or s.max_deleted_entry_id < s.first_id:
+        if entry_id < s.first_id:
+            return s.entries_added - len(s.live)
+        if entry_id == s.first_id:
+            return s.entries_added - len(s.live) + 1
+    return None
+
+
+def redis_lag(s: ModelStream, g: RedisGroup) -> int | None:
+    """streamReplyWithCGLag: nil is None."""
+    if not s.entries_added or not s.live:
+        return 0
+    if g.last_id < s.first_id and s.max_deleted_entry_id < s.first_id:
+        return len(s.live)
+    if g.entries_read is not None and not redis_tombstones_from(s, g.last_id):
+        return s.entries_added - g.entries_read
+    estimated = redis_estimate(s, g.last_id)
+    return None if estimated is None else s.entries_added - estimated
 
 
 def position(stream: ModelStream, where: str, arbitrary: int) -> ConsumerGroup:
@@ -99,6 +169,8 @@ ops = st.lists(
         st.tuples(st.just("del"), st.integers(0, 50)),
         st.tuples(st.just("trim"), st.integers(0, 8)),
         st.tuples(st.just("read"), st.integers(1, 4)),
+        st.tuples(st.just("bulk"), st.integers(1, 4)),
+        st.tuples(st.just("many"), st.integers(2, 6)),
         st.tuples(st.just("group"), st.sampled_from(["zero", "last", "first", "arbitrary", "exact"])),
     ),
     max_size=60,
@@ -126,16 +198,16 @@ def test_lag_is_never_wrong(operations, arbitrary):
     groups: list[tuple[ConsumerGroup, bool]] = []
     deleted_inside = False
     for op, arg in operations:
-        if op == "add":
-            stream.add(arg)
+        if op in ("add", "many"):
+            add(stream, op, arg)
         elif op == "del":
             stream.delete(arg)
             deleted_inside = deleted_inside or bool(stream.max_deleted_entry_id)
         elif op == "trim":
             stream.trim(arg)
-        elif op == "read":
+        elif op in ("read", "bulk"):
             for group, _knowable in groups:
-                read(stream, group, arg)
+                read(stream, group, arg, bulk=op == "bulk")
         elif arg == "exact":
             group = ConsumerGroup(0)
             group.set_id(stream.last_id, stream.entries_added, stream.entries_added)
@@ -145,21 +217,77 @@ def test_lag_is_never_wrong(operations, arbitrary):
         check(stream, groups, deleted_inside)
 
 
+boundaries = st.lists(st.one_of(st.none(), st.none(), st.none(), st.tuples(st.sampled_from(["del_last", "trim_past", "maxdeleted"]), st.integers(0, 50))), max_size=8)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(ops, boundaries, st.integers(0, 200))
+def test_lag_follows_redis_rules_exactly(operations, boundaries, arbitrary):
+    """Millrace's entries-read and lag equal the Redis model's after every step, nil only where Redis's is,
+    and every number the rules give is the true one (until XSETID sets a max-deleted-entry-id of its own).
+
+    Besides the shared operations, the workload deletes a group's own last ID, trims the head
+    just past a group, and sets max-deleted-entry-id to an entry's ID: the boundaries of the rules."""
+    stream = ModelStream()
+    groups: list[tuple[ConsumerGroup, RedisGroup]] = []
+    rewritten = False
+    for step, (op, arg) in enumerate(operations):
+        boundary = boundaries[step % len(boundaries)] if boundaries else None
+        if boundary is not None and groups and stream.ever:
+            kind, pick = boundary
+            if kind == "del_last":  # XDEL of the ID a group last read
+                last = groups[pick % len(groups)][0].last_id
+                if last in stream.live:
+                    stream.delete(stream.live.index(last))
+            elif kind == "trim_past":  # XTRIM MAXLEN <the entries after a group>: the head passes it
+                group = groups[pick % len(groups)][0]
+                stream.trim(len(stream.after(group.last_id, len(stream))) - pick % 2)
+            else:  # XSETID ... MAXDELETEDID <an ID added before>
+                stream.max_deleted_entry_id = stream.ever[pick % len(stream.ever)]
+                rewritten = True
+        if op in ("add", "many"):
+            add(stream, op, arg)
+        elif op == "del":
+            stream.delete(arg)
+        elif op == "trim":
+            stream.trim(arg)
+        elif op in ("read", "bulk"):
+            for group, model in groups:
+                for entry_id in read(stream, group, arg, bulk=op == "bulk"):
+                    model.deliver(stream, entry_id)
+        elif arg == "exact":
+            group = ConsumerGroup(0)
+            group.set_id(stream.last_id, stream.entries_added, stream.entries_added)
+            groups.append((group, RedisGroup(stream.last_id, stream.entries_added)))
+        else:
+            group = position(stream, arg, arbitrary)
+            groups.append((group, RedisGroup(group.last_id)))
+        for group, model in groups:
+            assert group.last_id == model.last_id
+            assert group.entries_read == (INVALID_ENTRIES_READ if model.entries_read is None else model.entries_read)
+            expected = redis_lag(stream, model)
+            assert lag(stream, group) == expected
+            if expected is not None and not rewritten:
+                assert expected == stream.true_lag(group)
+            if model.entries_read is not None and not rewritten:
+                assert model.entries_read == stream.true_entries_read(group)
+
+
 @settings(max_examples=200, deadline=None)
 @given(ops)
 def test_reading_everything_without_deletes_leaves_zero_lag(operations):
     stream = ModelStream()
     groups = []
     for op, arg in operations:
-        if op == "add":
-            stream.add(arg)
+        if op in ("add", "many"):
+            add(stream, op, arg)
         elif op == "trim":
             stream.trim(arg)
         elif op == "group":
             groups.append(position(stream, arg if arg in ("zero", "first", "last") else "zero", 0))
-        elif op == "read":
+        elif op in ("read", "bulk"):
             for group in groups:
-                read(stream, group, arg)
+                read(stream, group, arg, bulk=op == "bulk")
     for group in groups:
         read(stream, group, 10**6)
         assert lag(stream, group) == 0
