@@ -64,36 +64,31 @@ def parse_commands(data: bytes, path: str, start: int = 0):
     pos = start
     size = len(data)
     find = data.find
-    while pos < size:
-        begin = pos
-        if data[pos] != 42:  # '*'
-            raise AofError(path, pos, f"expected '*', got {chr(data[pos])!r}")
+
+    def header(pos: int, begin: int, kind: int, low: int, high: int) -> tuple[int, int]:
+        """The number after a '*' or '$' at pos, checked against [low, high], and where its line ends."""
+        if data[pos] != kind:
+            raise AofError(path, pos, f"expected {chr(kind)!r}, got {chr(data[pos])!r}")
         eol = find(b"\r\n", pos)
         if eol < 0:
-            raise AofError(path, begin, "truncated command header", truncated=True)
+            raise AofError(path, begin, "truncated command", truncated=True)
+        what = "argument count" if kind == 42 else "bulk length"
         try:
-            argc = int(data[pos + 1 : eol])
+            value = int(data[pos + 1 : eol])
         except ValueError:
-            raise AofError(path, pos, "invalid argument count") from None
-        if not 1 <= argc <= MAX_ARGS:
-            raise AofError(path, pos, f"invalid argument count {argc}")
-        pos = eol + 2
+            raise AofError(path, pos, f"invalid {what}") from None
+        if not low <= value <= high:
+            raise AofError(path, pos, f"invalid {what} {value}")
+        return value, eol + 2
+
+    while pos < size:
+        begin = pos
+        argc, pos = header(pos, begin, 42, 1, MAX_ARGS)  # '*'
         argv = []
         for _ in range(argc):
             if pos >= size:
                 raise AofError(path, begin, "truncated command", truncated=True)
-            if data[pos] != 36:  # '$'
-                raise AofError(path, pos, f"expected '$', got {chr(data[pos])!r}")
-            eol = find(b"\r\n", pos)
-            if eol < 0:
-                raise AofError(path, begin, "truncated command", truncated=True)
-            try:
-                length = int(data[pos + 1 : eol])
-            except ValueError:
-                raise AofError(path, pos, "invalid bulk length") from None
-            if not 0 <= length <= MAX_BULK:
-                raise AofError(path, pos, f"invalid bulk length {length}")
-            pos = eol + 2
+            length, pos = header(pos, begin, 36, 0, MAX_BULK)  # '$'
             end = pos + length
             if end + 2 > size:
                 raise AofError(path, begin, "truncated command", truncated=True)

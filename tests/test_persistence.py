@@ -39,6 +39,16 @@ def no_child(client) -> bool:
     return info["rdb_bgsave_in_progress"] == 0 and info["aof_rewrite_in_progress"] == 0
 
 
+def assert_restarts_with(tmp_path, proc, before: dict, *args: str, structure: bool = True) -> None:
+    """kill -9 the server, start it again on the same directory, and compare the full state."""
+    kill9(proc)
+    proc = start(str(tmp_path), *args)
+    try:
+        assert state(proc.client(), structure=structure) == before
+    finally:
+        proc.stop()
+
+
 def workload(client, seed: int, steps: int = 400, deletes: bool = True) -> Workload:
     work = Workload(client, seed, deletes=deletes)
     work.steps(steps)
@@ -120,12 +130,7 @@ def test_bgrewriteaof_switches_files_and_keeps_state(tmp_path):
     client.execute_command("CONFIG", "SET", "appendfsync", "always")
     client.set("last", "write")
     before = state(client)
-    kill9(proc)
-    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
-    try:
-        assert state(proc.client()) == before
-    finally:
-        proc.stop()
+    assert_restarts_with(tmp_path, proc, before, "--appendonly", "yes", "--save", "")
 
 
 def test_rewrite_without_preamble_writes_commands(tmp_path):
@@ -140,12 +145,7 @@ def test_rewrite_without_preamble_writes_commands(tmp_path):
     base = tmp_path / "appendonlydir" / "appendonly.aof.2.base.aof"
     assert base.read_bytes()[:1] in (b"*", b"")  # plain RESP commands, as Redis's preamble-less base
     before = state(client, structure=False)
-    kill9(proc)
-    proc = start(str(tmp_path), *args)
-    try:
-        assert state(proc.client(), structure=False) == before
-    finally:
-        proc.stop()
+    assert_restarts_with(tmp_path, proc, before, *args, structure=False)
 
 
 def test_bgsave_serves_clients_and_records_the_save(tmp_path):
@@ -187,12 +187,7 @@ def test_config_set_appendonly_writes_a_base_first(tmp_path):
     before = state(client)
     manifest = (tmp_path / "appendonlydir" / "appendonly.aof.manifest").read_text()
     assert manifest == "file appendonly.aof.1.base.mpk seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
-    kill9(proc)
-    proc = start(str(tmp_path), "--appendonly", "yes", "--save", "")
-    try:
-        assert state(proc.client()) == before
-    finally:
-        proc.stop()
+    assert_restarts_with(tmp_path, proc, before, "--appendonly", "yes", "--save", "")
 
 
 def test_sigterm_and_shutdown_save_when_save_points_are_set(tmp_path):
