@@ -318,7 +318,11 @@ def check(conn: RawConnection, ledger: Ledger) -> Findings:
     found = Findings()
     tags_seen: set[bytes] = set()
     for key in (LOG, WORK):
-        for entry_id, flat in xrange_all(conn, key):
+        entries = xrange_all(conn, key)
+        length = conn.call("XLEN", key)
+        if length != len(entries):
+            found.inconsistent.append(f"{key}: XRANGE - + gave {len(entries)} entries, XLEN says {length}")
+        for entry_id, flat in entries:
             fields = pairs(flat)
             tag = fields.get(b"t")
             if tag is None or tag not in ledger.sent_tags:
@@ -331,7 +335,9 @@ def check(conn: RawConnection, ledger: Ledger) -> Findings:
                 tags_seen.add(tag)
     for tag, entry_id in ledger.acked_log.items():
         if tag not in tags_seen:
-            found.lost.append(f"{LOG}: acknowledged XADD {entry_id.decode()} ({tag.decode()}) is missing")
+            alone = conn.call("XRANGE", LOG, entry_id, entry_id)  # told apart: gone, or only missed by the full range
+            seen = "XRANGE of its ID alone finds it" if alone else "XRANGE of its ID alone finds nothing"
+            found.lost.append(f"{LOG}: acknowledged XADD {entry_id.decode()} ({tag.decode()}) is missing ({seen})")
 
     stream = conn.call("XINFO", "STREAM", LOG)
     if isinstance(stream, hiredis.ReplyError):
@@ -444,7 +450,10 @@ def main() -> int:
         server.stop(keep_dir=True)
         print(f"the directory is kept for inspection: {workdir}")
         return 2
-    server.stop()
+    failed = any(totals.values())
+    server.stop(keep_dir=failed)
+    if failed:
+        print(f"the directory is kept for inspection: {workdir}")
     print(
         f"\n{kills} kills in {time.monotonic() - started:.0f} s, {ledger.ops} acknowledged commands, "
         f"{len(ledger.acked_log)} acknowledged XADDs on {LOG}, {len(ledger.delivered)} deliveries on audit\n"
@@ -452,7 +461,7 @@ def main() -> int:
         f"invented entries: {len(totals['invented'])}\n"
         f"inconsistent group state: {len(totals['inconsistent'])}"
     )
-    return 1 if any(totals.values()) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
