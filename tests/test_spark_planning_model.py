@@ -97,6 +97,24 @@ def test_plan_single_entry_stream():
     assert plan([Span("s", entry, entry, entry, entry, 1)], 4) == []
 
 
+def test_plan_gives_a_stream_with_nothing_in_range_no_partition_share():
+    """numPartitions all go to the stream with entries in range: one whose range ends before its first
+    entry, or starts after its last, takes no share."""
+    first, last = make_id(10, 0), make_id(20, 0)
+    idle = [Span("early", 0, first - 1, first, last, 50), Span("late", last, MAX_ID, first, last, 50)]
+    busy = Span("busy", 0, make_id(40, 0), make_id(30, 0), make_id(40, 0), 5)
+    parts = plan([*idle, busy], 4)
+    assert [p.stream for p in parts] == ["busy"] * 4
+
+
+def test_share_out_examples():
+    assert share_out(4, [1, 0]) == [3, 1]  # a zero weight still gets its one partition
+    assert share_out(4, [0, 0]) == [2, 2]
+    assert share_out(2, [5, 5, 5]) == [1, 1, 1]  # at least one each, even above the total
+    assert share_out(10, [7, 2, 1]) == [7, 2, 1]
+    assert share_out(3, [1, 1]) in ([2, 1], [1, 2])
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.integers(0, 40), st.lists(st.integers(0, 50), min_size=1, max_size=8))
 def test_share_out(total, weights):
