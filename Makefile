@@ -35,5 +35,11 @@ crash-test: install
 pipeline: install
 	$(PY) -m pipeline.jobs.run_all
 
+# Mutation testing of storage/ and pipeline/ (mutmut 3, in a copy of the tree; not part of `make test`).
+# A subset: make mutate MUTATE_PATHS="storage/consumer_group.py pipeline/partitioning.py"
+mutate: install
+	$(PY) -m pip install -q 'mutmut>=3,<4'
+	$(PY) -m tests.mutate $(if $(MUTATE_PATHS),--paths $(MUTATE_PATHS))
+
 clean:
 	rm -rf $(VENV) $(DATA) .pytest_cache
