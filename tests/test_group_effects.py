@@ -85,6 +85,15 @@ class Workload:
         top = stream.last_id >> 64 if isinstance(stream, Stream) else 5
         return f"{self.rng.randint(0, top + 2)}-{self.rng.randint(0, 1)}"
 
+    def some_idle(self, key: bytes, group: bytes) -> int:
+        """The idle time of a pending entry of the group, exactly: a min-idle-time on the boundary."""
+        stream = self.client.db.data.get(key)
+        cg = stream.groups.get(group) if isinstance(stream, Stream) else None
+        if cg is None or not cg.pel:
+            return 1
+        pending = self.rng.choice(list(cg.pel.entries.values()))
+        return max(1, self.server.now - pending.delivery_time)
+
     def setid(self, key: bytes) -> None:
         """XSETID, sometimes lowering entries-added below what groups have read (they are clamped)."""
         stream = self.client.db.data.get(key)
@@ -146,12 +155,13 @@ class Workload:
             if rng.random() < 0.1:
                 options += ["LASTID", self.some_id(key)]
             ids = [self.some_id(key) for _ in range(rng.randint(1, 3))]
-            self.run("XCLAIM", key, group, consumer, rng.choice([0, 0, 100, 4000]), *ids, *options)
+            self.run("XCLAIM", key, group, consumer, rng.choice([0, 0, 100, 4000, self.some_idle(key, group)]), *ids, *options)
         else:
             options = ["COUNT", rng.randint(1, 3)] if rng.random() < 0.6 else []
             if rng.random() < 0.3:
                 options.append("JUSTID")
-            self.run("XAUTOCLAIM", key, group, consumer, rng.choice([0, 100, 4000]), rng.choice(["0", "-", self.some_id(key)]), *options)
+            min_idle = rng.choice([0, 100, 4000, self.some_idle(key, group)])
+            self.run("XAUTOCLAIM", key, group, consumer, min_idle, rng.choice(["0", "-", self.some_id(key)]), *options)
 
 
 def replay(batches, now: int, transactions: bool = False) -> Server:
