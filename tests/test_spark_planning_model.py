@@ -176,8 +176,8 @@ def _load(db, specs) -> dict[str, list[int]]:
     return live_of
 
 
-def _reader(port: int, names: list[str], limit: int | None, num_partitions: int | None) -> StreamReader:
-    options = {"streams": ",".join(names), "port": port, "startingOffsets": "earliest", "failOnDataLoss": "false"}
+def _reader(port: int, names: list[str], limit: int | None, num_partitions: int | None, **more) -> StreamReader:
+    options = {"streams": ",".join(names), "port": port, "startingOffsets": "earliest", "failOnDataLoss": "false", **more}
     if limit:
         options["maxRecordsPerTrigger"] = limit
     if num_partitions:
@@ -185,11 +185,11 @@ def _reader(port: int, names: list[str], limit: int | None, num_partitions: int 
     return StreamReader(read_options(options, streaming=True), DEFAULT_SCHEMA)
 
 
-def _run(db, reader: StreamReader, limit: int | None, grow=None) -> tuple[dict[str, list[int]], list[int]]:
+def _run(db, reader: StreamReader, limit: int | None, grow=None, start=None) -> tuple[dict[str, list[int]], list[int]]:
     """Micro-batches until the offsets stop: the IDs read per stream, and each batch's size."""
     got: dict[str, list[int]] = {name: [] for name in reader.options.streams}
     sizes = []
-    start = reader.initialOffset()
+    start = start or reader.initialOffset()
     for batch in range(100):
         end = reader.latestOffset(start, ReadMaxRows(limit) if limit else ReadAllAvailable())
         parts = reader.partitions(start, end) if end != start else []
@@ -277,3 +277,87 @@ def test_limit_below_the_number_of_streams(server, db, limit):
     got, sizes = _run(db, _reader(server.port, names, limit, None), limit)
     assert got == ids
     assert all(0 < size <= limit for size in sizes) and sum(sizes) == 6
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(streams(), st.integers(1, 4))
+def test_group_follows_the_committed_offsets(server, db, specs, limit):
+    """With option `group`, each commit moves the group to the batch's end: XINFO GROUPS shows the
+    last committed ID, its entries-read when the offset knows it, and the lag Redis derives from that."""
+    live_of = _load(db, specs)
+    names = list(live_of)
+    reader = _reader(server.port, names, limit, None, group="spark")
+    start = reader.initialOffset()
+    for name in names:
+        group = next(g for g in db.xinfo_groups(name) if g["name"] == "spark")
+        assert group["last-delivered-id"] == start[name]["id"]
+    for _ in range(100):
+        end = reader.latestOffset(start, ReadMaxRows(limit))
+        if end == start:
+            break
+        reader.commit(end)
+        for name in names:
+            group = next(g for g in db.xinfo_groups(name) if g["name"] == "spark")
+            assert group["last-delivered-id"] == end[name]["id"]
+            if end[name]["entries_read"] >= 0:
+                assert group["entries-read"] == end[name]["entries_read"]
+        report = reader.reportLatestOffset()
+        for name in names:
+            info = db.xinfo_stream(name)
+            read = end[name]["entries_read"]
+            assert report[name] == {"id": info["last-generated-id"], "entries_added": info["entries-added"], "lag": info["entries-added"] - read if read >= 0 else -1}
+        start = end
+    for name in names:  # read to the end: nothing left for the group
+        assert next(g for g in db.xinfo_groups(name) if g["name"] == "spark")["lag"] in (0, None)
+    reader.stop()
+
+
+def test_group_created_on_commit_if_gone(server, db):
+    """A group destroyed under a running query is created again at the committed offset."""
+    db.flushall()
+    ids = [db.xadd("s", {"n": n}) for n in range(3)]
+    reader = _reader(server.port, ["s"], 2, None, group="spark")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(2))
+    db.xgroup_destroy("s", "spark")
+    reader.commit(end)
+    group = db.xinfo_groups("s")[0]
+    assert (group["name"], group["last-delivered-id"], group["entries-read"], group["lag"]) == ("spark", ids[1], 2, 1)
+    reader.stop()
+
+
+@pytest.mark.parametrize("num_partitions, expected", [(None, 1), (1, 1), (4, 4)])
+def test_streaming_partitions_follow_num_partitions(server, db, num_partitions, expected):
+    db.flushall()
+    for n in range(1, 11):
+        db.xadd("s", {"n": n}, id=f"{n}-0")
+    reader = _reader(server.port, ["s"], None, num_partitions)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    parts = reader.partitions(start, end)
+    assert len(parts) == expected
+    assert (parts[0].after, parts[-1].upto) == (0, make_id(10, 0))
+    reader.stop()
+
+
+@pytest.mark.parametrize(
+    "options, first_read, offset",
+    [
+        ({"startingOffsets": "latest"}, None, ("6-0", 6)),
+        ({"startingOffsets": '{"s": "3-0"}'}, 3, ("3-0", -1)),
+        ({"startingOffsets": '{"s": "6-0"}'}, None, ("6-0", 6)),  # at the tail: the counter is known
+        ({"startingOffsets": '{"s": "earliest"}', "startingTimestamp": "3"}, 2, ("2-18446744073709551615", -1)),
+        ({"startingOffsets": "earliest"}, 0, ("0-0", 0)),
+    ],
+)
+def test_starting_positions(server, db, options, first_read, offset):
+    """Where a query starts: its first offset, then every entry after it read once (two added later too)."""
+    db.flushall()
+    ids = [parse_id(db.xadd("s", {"n": n}, id=f"{n}-0")) for n in range(1, 7)]
+    reader = StreamReader(read_options({"streams": "s", "port": server.port, **options}, streaming=True), DEFAULT_SCHEMA)
+    start = reader.initialOffset()
+    assert (start["s"]["id"], start["s"]["entries_read"]) == offset
+    later = [parse_id(db.xadd("s", {"n": n}, id=f"{n}-0")) for n in (7, 8)]
+    got, sizes = _run(db, reader, 3, start=start)
+    assert got == {"s": (ids[first_read:] if first_read is not None else []) + later}
+    assert all(size <= 3 for size in sizes)
