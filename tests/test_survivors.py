@@ -255,3 +255,23 @@ def test_stream_id_of_127_bytes_is_parsed_128_refused(c):
     assert c.xadd("s", {"f": 3}, id=auto) == "9-0"
     with pytest.raises(redis.ResponseError, match="^Invalid stream ID specified as stream command argument$"):
         c.xadd("s", {"f": 4}, id=auto_too_long)
+
+
+# -- found by `make mutate` ---------------------------------------------------------------
+
+
+def test_group_snapshot_keeps_ids_as_16_big_endian_bytes():
+    """dump_groups writes IDs as Stream.dump does (16 bytes, big-endian): a 17-byte ID still loaded back
+    through load_groups, so only the format itself tells."""
+    from storage.consumer_group import ConsumerGroup, dump_groups, load_groups
+
+    group = ConsumerGroup((5 << 64) | 1, 3)
+    consumer, _ = group.consumer(b"alice", 1000)
+    group.add_pending((5 << 64) | 1, consumer, 2000)
+    [[name, last_id, entries_read, consumers, pel]] = dump_groups({b"g": group})
+    assert (name, last_id, entries_read) == (b"g", b"\0" * 7 + b"\x05" + b"\0" * 7 + b"\x01", 3)
+    assert consumers == [[b"alice", 1000, -1]]
+    assert pel == [[last_id, b"alice", 2000, 1]]
+    loaded = load_groups([[b"g", last_id, 3, consumers, pel]])[b"g"]
+    assert (loaded.last_id, loaded.entries_read, list(loaded.pel)) == ((5 << 64) | 1, 3, [(5 << 64) | 1])
+    assert loaded.consumers[b"alice"].pel.keys() == [(5 << 64) | 1]
