@@ -361,3 +361,27 @@ def test_starting_positions(server, db, options, first_read, offset):
     got, sizes = _run(db, reader, 3, start=start)
     assert got == {"s": (ids[first_read:] if first_read is not None else []) + later}
     assert all(size <= 3 for size in sizes)
+
+
+def test_data_loss_fails_or_is_skipped_with_exact_counters(server, db):
+    """Entries trimmed before the query read them: failOnDataLoss (the default) names how many; with
+    it off the query skips them and its offsets still count exactly what was added."""
+    from pipeline.client import SourceError
+
+    db.flushall()
+    for n in range(1, 7):
+        db.xadd("s", {"n": n}, id=f"{n}-0")
+    strict = StreamReader(read_options({"streams": "s", "port": server.port, "startingOffsets": "earliest"}, streaming=True), DEFAULT_SCHEMA)
+    start = strict.initialOffset()
+    end = strict.latestOffset(start, ReadMaxRows(2))
+    assert (end["s"]["id"], end["s"]["entries_read"]) == ("2-0", 2)
+    db.execute_command("XTRIM", "s", "MAXLEN", 2)  # 3-0 and 4-0 go unread
+    with pytest.raises(SourceError, match=r"^millrace: 2 entries of stream 's' after ID 2-0 were removed"):
+        strict.latestOffset(end, ReadMaxRows(2))
+    strict.stop()
+    lenient = _reader(server.port, ["s"], 2, None)
+    after = lenient.latestOffset(end, ReadMaxRows(2))
+    assert (after["s"]["id"], after["s"]["entries_read"]) == ("6-0", 6)
+    assert lenient.reportLatestOffset() == {"s": {"id": "6-0", "entries_added": 6, "lag": 0}}
+    got, _sizes = _run(db, lenient, 2, start=end)
+    assert got == {"s": [make_id(5, 0), make_id(6, 0)]}
