@@ -375,6 +375,9 @@ def test_data_loss_fails_or_is_skipped_with_exact_counters(server, db):
     start = strict.initialOffset()
     end = strict.latestOffset(start, ReadMaxRows(2))
     assert (end["s"]["id"], end["s"]["entries_read"]) == ("2-0", 2)
+    db.execute_command("XTRIM", "s", "MAXLEN", 3)  # 3-0 goes unread: one entry is a loss too
+    with pytest.raises(SourceError, match=r"^millrace: 1 entries of stream 's' after ID 2-0 were removed"):
+        strict.latestOffset(end, ReadMaxRows(2))
     db.execute_command("XTRIM", "s", "MAXLEN", 2)  # 3-0 and 4-0 go unread
     with pytest.raises(SourceError, match=r"^millrace: 2 entries of stream 's' after ID 2-0 were removed"):
         strict.latestOffset(end, ReadMaxRows(2))
