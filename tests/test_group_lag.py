@@ -359,3 +359,21 @@ def test_pending_list_matches_a_sorted_dict(operations):
             assert list(pel.irange(a, b)) == sorted(k for k in model if a <= k <= b)
         assert len(pel) == len(model)
         assert list(pel.items()) == sorted(model.items())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(65, 300), st.data())
+def test_pending_list_compacts_when_stale_ids_outnumber_live_ones(n, data):
+    """Past 64 stale IDs that outnumber the live ones, `order` is rebuilt from the live IDs alone."""
+    pel = PendingList()
+    for entry_id in range(n):
+        pel[entry_id] = PendingEntry(None, entry_id)
+    keep = set(data.draw(st.lists(st.integers(0, n - 1), max_size=n // 4)))
+    for entry_id in range(n):
+        if entry_id not in keep:
+            pel.pop(entry_id)
+    assert list(pel) == sorted(keep)
+    assert pel.stale <= max(64, len(keep))  # compacted as it went
+    assert len(pel.order) - pel.head - pel.stale == len(keep)
+    if keep:
+        assert (pel.first(), pel.last()) == (min(keep), max(keep))

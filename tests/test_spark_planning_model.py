@@ -388,3 +388,30 @@ def test_data_loss_fails_or_is_skipped_with_exact_counters(server, db):
     assert lenient.reportLatestOffset() == {"s": {"id": "6-0", "entries_added": 6, "lag": 0}}
     got, _sizes = _run(db, lenient, 2, start=end)
     assert got == {"s": [make_id(5, 0), make_id(6, 0)]}
+
+
+def test_reader_limits_pickling_and_available_now(server, db):
+    """The default read limit follows maxRecordsPerTrigger; a reader pickles without its connection
+    (Spark ships it to executors); Trigger.AvailableNow stops at the tail seen when it was prepared;
+    read() turns a partition into Arrow rows."""
+    import pickle
+
+    db.flushall()
+    for n in range(1, 4):
+        db.xadd("s", {"n": n}, id=f"{n}-0")
+    assert _reader(server.port, ["s"], 5, None).getDefaultReadLimit().max_rows == 5
+    assert isinstance(_reader(server.port, ["s"], None, None).getDefaultReadLimit(), ReadAllAvailable)
+    reader = _reader(server.port, ["s"], None, None)
+    start = reader.initialOffset()  # connects
+    state = reader.__getstate__()
+    assert state["_client"] is None and reader._client is not None
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._client is None and copy.options == reader.options
+    reader.prepareForTriggerAvailableNow()
+    db.xadd("s", {"n": 4}, id="4-0")
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert (end["s"]["id"], end["s"]["entries_read"]) == ("3-0", 3)
+    [part] = reader.partitions(start, end)
+    rows = [row for batch in copy.read(part) for row in batch.to_pylist()]
+    assert [(row["stream"], row["id"]) for row in rows] == [("s", "1-0"), ("s", "2-0"), ("s", "3-0")]
+    reader.stop()
