@@ -23,18 +23,41 @@ UNAUTH_MAX_ARGS = 10  # Redis's limits before AUTH (processMultibulkBuffer)
 UNAUTH_MAX_BULK = 16384
 _STAR = 42  # b"*"
 _LF = 10  # b"\n"
-# '*' and nine digits: a count hiredis would allocate as one list before any
-# element arrives (8 bytes a slot; freeing 3e9 slots stalls the server for
-# seconds). Such counts are refused before hiredis sees them.
-_HUGE_COUNT = re.compile(rb"\*[0-9]{9}")
-_huge_search = _HUGE_COUNT.search
-# '>' (push), '~' (set) and '|' (attribute) with eight digits: RESP3 aggregates hiredis
-# sizes the same way (a push's slots are even written: 800 MB for 100M of them), though
-# Redis reads them only as errors (where an element is due) or inline text (a command
-# start). Rare bytes in requests: an `in` test (a memchr) goes before each search, and a
+# An aggregate type byte and three digits: a count of 100 or more, which hiredis
+# would allocate as one list as soon as it reads the header, before any element
+# arrives (8 bytes a slot; freeing 10^8 of them stalls the server for 0.2 s, and
+# hiredis nests up to 1024 of them). Such a count reaches hiredis only when the
+# bytes already read cover it (`_covered`, `RequestReader._bytes_for_count`: its
+# list then costs at most 8 bytes per byte the client sent). Otherwise, at a
+# command start the request is held and its headers walked until it is whole
+# (`RequestReader._hold`); where an element is due it is Redis's "expected '$'".
+# Counts below 100 pass: at hiredis's 1024 nesting levels they cost at most 1024
+# lists of 99 slots (~1.5 ms once, and the request is refused). '>' (push), '~'
+# (set) and '|' (attribute) are sized the same way ('%', a dict, is not).
+# Rare bytes in requests: an `in` test (a memchr) goes before each search, and a
 # search for one type byte (a literal) costs half as much as one search for the three.
-_huge_push, _huge_set, _huge_attribute = (re.compile(kind + rb"[0-9]{8}").search for kind in (rb">", rb"~", rb"\|"))
-_HUGE = re.compile(rb"\*[0-9]{9}|[>~|][0-9]{8}")  # any of them: where the guarded path stops
+_HUGE_COUNT = re.compile(rb"\*[0-9]{3}")
+_huge_search = _HUGE_COUNT.search
+_huge_push, _huge_set, _huge_attribute = (re.compile(kind + rb"[0-9]{3}").search for kind in (rb">", rb"~", rb"\|"))
+_HUGE = re.compile(rb"[*>~|][0-9]{3}")  # any of them: where the guarded path stops
+_DIGITS = re.compile(rb"[0-9]*")
+# The digits of each such count, one pattern per type byte (a literal prefix: sre looks for it
+# with memchr, several times faster than a class); the RESP3 ones only when their byte is there.
+_huge_digits = [(kind, re.compile(b"\\" + bytes([kind]) + rb"([0-9]{3,})").findall) for kind in b"*>~|"]
+
+
+def _covered(data: bytes) -> bool:
+    """Whether the counts of 100+ in data (`_HUGE`, headers or payload) add up to no more than its
+    bytes: whatever hiredis makes of them, its lists then cost at most 8 times the read (the usual
+    pipeline of requests with 100+ arguments each, read whole)."""
+    total = 0
+    for kind, findall in _huge_digits:
+        if kind == _STAR or kind in data:
+            for digits in findall(data):
+                if len(digits) > 10:
+                    return False
+                total += int(digits)
+    return total <= len(data)
 
 
 def _huge(data: bytes) -> bool:
@@ -55,7 +78,7 @@ def _huge(data: bytes) -> bool:
 _OTHER_STRING = re.compile(rb"\n[+=(]")
 _other_string_search = _OTHER_STRING.search
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
-_COUNT_TAIL = re.compile(rb"[*~|>][0-9]{0,8}\Z")  # a read ending where such a count may be cut
+_COUNT_TAIL = re.compile(rb"[*~|>][0-9]{0,2}\Z")  # a read ending where such a count may be cut
 
 
 def split_args(line: bytes) -> list[bytes]:
@@ -236,9 +259,18 @@ class RequestReader:
     `_fresh` (hiredis has parsed nothing since its last reset: an inline line
     may start here) and `_carry` (bytes of the incomplete command fed so far,
     -1 when a command is pending but its start is unknown).
+
+    A request that declares 100 or more arguments, more than the bytes read so
+    far, reaches hiredis only once it is whole: `_big` walks its headers as its
+    bytes arrive (Redis's errors, at the byte where Redis gives them) and
+    `_big_parts` keeps them, so its declared count costs nothing until its
+    elements are there (Redis, too, sizes argv by what arrives).
     """
 
-    __slots__ = ("_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "_broken", "max_bulk_len", "max_query_buffer", "unauthenticated")
+    __slots__ = (
+        "_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "_broken",
+        "_big", "_big_parts", "_big_size", "max_bulk_len", "max_query_buffer", "unauthenticated",
+    )
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
         self._reader = hiredis.Reader()
@@ -250,6 +282,9 @@ class RequestReader:
         self._held = b""  # a trailing aggregate type byte + digits kept for the next read
         self._clean = True  # at a command boundary with nothing held back: the fast path applies
         self._broken = False  # a header refused before its line ended: only `_check` reads on
+        self._big: _HeaderCheck | None = None  # a request of 100+ arguments held until it is whole
+        self._big_parts: list[bytes] = []
+        self._big_size = 0
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
@@ -258,11 +293,16 @@ class RequestReader:
         """The usual read of a request/reply client: `data` is one whole request, read from a
         command boundary; its argv. None for any other read, which `feed` must then be given:
         it goes on from where this stopped (hiredis may have seen the bytes already)."""
-        if (  # _huge(data), inlined: this test runs on every request
-            self._clean and data[-1] == _LF and data[0] == _STAR and _huge_search(data) is None
-            and (62 not in data or _huge_push(data) is None)
-            and (126 not in data or _huge_set(data) is None)
-            and (124 not in data or _huge_attribute(data) is None)
+        if (  # not _huge(data) or _covered(data), inlined: this test runs on every request
+            self._clean and data[-1] == _LF and data[0] == _STAR and (
+                (
+                    _huge_search(data) is None
+                    and (62 not in data or _huge_push(data) is None)
+                    and (126 not in data or _huge_set(data) is None)
+                    and (124 not in data or _huge_attribute(data) is None)
+                )
+                or _covered(data)
+            )
         ):
             reader = self._reader
             reader.feed(data)
@@ -331,7 +371,18 @@ class RequestReader:
         if self._held:
             data = self._held + data
             self._held = b""
-        edge = len(data) - 9 if len(data) > 9 else 0
+        if self._big is not None:
+            try:
+                end = self._feed_big(data, commands)
+            except QueryBufferLimit:
+                return commands, ""
+            except ProtocolError as exc:
+                return commands, f"ERR Protocol error: {exc}"
+            if end == len(data):
+                self._clean = self._is_clean()
+                return commands, None
+            data = data[end:]
+        edge = len(data) - 3 if len(data) > 3 else 0
         tail = _COUNT_TAIL.search(data, edge)
         if tail is not None:
             # An aggregate type byte and digits at the very end: the count may go on
@@ -341,7 +392,7 @@ class RequestReader:
             if not data:
                 return commands, None
         try:
-            if not _huge(data):
+            if not _huge(data) or _covered(data):
                 self._feed_part(data, commands)
             else:
                 self._feed_guarded(data, commands)
@@ -353,7 +404,7 @@ class RequestReader:
         return commands, None
 
     def _is_clean(self) -> bool:
-        return not self._held and not self._inline and self._carry == 0 and self._check is None
+        return not self._held and not self._inline and self._carry == 0 and self._check is None and self._big is None
 
     def _feed_part(self, data: bytes, commands: list) -> None:
         if self._fresh and (self._inline or data[:1] != b"*"):
@@ -380,23 +431,68 @@ class RequestReader:
             if at > start:
                 self._feed_part(data[start:at], commands)
                 start = at
-            kind = data[at : at + 1]
-            if (self._fresh and not self._inline) or (not self._fresh and self._carry == 0 and self._check is None):
-                if kind != b"*":
-                    self._reset()  # a command boundary: the line is read inline from here
-                    continue
-                if data.find(b"\r\n", at) < 0 and len(data) - at > INLINE_MAX:
-                    raise ProtocolError("too big mbulk count string")
-                raise ProtocolError("invalid multibulk length")
+            if self._inline or self._broken:
+                continue  # inside an inline line, or a refused header whose line goes on: data
             check = self._check
-            if check is not None and check.args and not check.skip and not check.line:
+            if self._fresh or check is None or (self._carry == 0 and not check.started):
+                # A command boundary: hiredis holds nothing of a command.
+                self._reset()
+                if data[at] != _STAR:
+                    continue  # an inline line from here (hiredis, reset, does not see it)
+                if self._bytes_for_count(data, at):
+                    continue  # hiredis may read it: its list costs no more than the bytes already here
+                start = self._hold(data, at, commands)
+                if start < 0:
+                    return
+                continue
+            if check.args and not check.skip and not check.line:
                 # An aggregate where an element is due: Redis answers "expected '$', got '*'"
                 # once the header's line ends. From here only `check` reads, and raises then.
                 check.feed(data, at)
                 self._await_line(check, self._carry + len(data) - at, len(data))
                 return
+            # in a payload or a header line: data, which hiredis reads as such
         if start < len(data):
             self._feed_part(data[start:], commands)
+
+    def _bytes_for_count(self, data: bytes, at: int) -> bool:
+        """Whether the request header at data[at] is valid and at least as many bytes as it declares
+        arguments are here: hiredis's list for them (8 bytes a slot) then costs at most 8 times what
+        the client sent, as Redis's argv grows with what arrives. Its arguments are parsed at C speed."""
+        digits = _DIGITS.match(data, at + 1).end()
+        if data[digits : digits + 2] != b"\r\n" or digits - at > 11 or data[at + 1] == 48 or self.unauthenticated:
+            return False  # the line goes on, or the header is refused: `_hold` reads it as Redis does
+        count = int(data[at + 1 : digits])
+        return count <= INT_MAX and len(data) - at >= count
+
+    def _hold(self, data: bytes, at: int, commands: list) -> int:
+        """A request declaring 100+ arguments starts at data[at]: walk its headers (Redis's header
+        errors raise here) and keep its bytes until it is whole, then parse it. The offset just
+        after it, or -1 when it goes on past this read."""
+        check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
+        self._big, self._big_parts, self._big_size = check, [], 0
+        end = self._feed_big(data[at:], commands)
+        return -1 if self._big is not None else at + end
+
+    def _feed_big(self, data: bytes, commands: list) -> int:
+        """Go on with the held request: bytes of data it takes; it is parsed once whole."""
+        check = self._big
+        end = check.feed(data, 0)
+        part = data if end < 0 else data[:end]
+        self._big_parts.append(part)
+        self._big_size += len(part)
+        if self._big_size > self.max_query_buffer:
+            raise QueryBufferLimit("query buffer limit reached")
+        if end < 0:
+            return len(data)
+        request = b"".join(self._big_parts)
+        self._big, self._big_parts, self._big_size = None, [], 0
+        # Every header is checked: hiredis reads an array of bulk strings, each slot's bytes already here.
+        reader = hiredis.Reader()
+        reader.feed(request)
+        commands.append(reader.gets())
+        self._reset()
+        return end
 
     def _feed_inline(self, data: bytes, commands: list, pos: int = 0) -> None:
         """Inline lines (`PING\\r\\n`, bare CRLFs) and the multibulk runs between them.
