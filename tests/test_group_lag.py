@@ -339,7 +339,7 @@ def test_entries_read_is_clamped_to_entries_added():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["add", "pop", "first", "last", "range"]), st.integers(0, 40), st.integers(0, 40)), max_size=200))
+@given(st.lists(st.tuples(st.sampled_from(["add", "pop", "first", "last", "range"]), st.integers(0, 12), st.integers(0, 40)), max_size=200))
 def test_pending_list_matches_a_sorted_dict(operations):
     """PendingList (dict + lazily cleaned sorted IDs) behaves like a sorted mapping."""
     pel = PendingList()
@@ -359,6 +359,7 @@ def test_pending_list_matches_a_sorted_dict(operations):
             assert list(pel.irange(a, b)) == sorted(k for k in model if a <= k <= b)
         assert len(pel) == len(model)
         assert list(pel.items()) == sorted(model.items())
+        assert len(pel.order) - pel.head - pel.stale == len(model)  # `stale` counts exactly the removed IDs kept
 
 
 @settings(max_examples=100, deadline=None)
@@ -377,3 +378,14 @@ def test_pending_list_compacts_when_stale_ids_outnumber_live_ones(n, data):
     assert len(pel.order) - pel.head - pel.stale == len(keep)
     if keep:
         assert (pel.first(), pel.last()) == (min(keep), max(keep))
+
+
+def test_pending_list_counts_stale_ids_dropped_at_either_end():
+    pel = PendingList()
+    for entry_id in (1, 2, 3, 4):
+        pel[entry_id] = PendingEntry(None, entry_id)
+    pel.pop(1)
+    pel.pop(4)
+    assert (len(pel.order), pel.head, pel.stale) == (4, 0, 2)
+    assert pel.first() == 2 and (pel.head, pel.stale) == (1, 1)
+    assert pel.last() == 3 and (len(pel.order), pel.stale) == (3, 0)

@@ -275,3 +275,25 @@ def test_group_snapshot_keeps_ids_as_16_big_endian_bytes():
     loaded = load_groups([[b"g", last_id, 3, consumers, pel]])[b"g"]
     assert (loaded.last_id, loaded.entries_read, list(loaded.pel)) == ((5 << 64) | 1, 3, [(5 << 64) | 1])
     assert loaded.consumers[b"alice"].pel.keys() == [(5 << 64) | 1]
+
+
+def test_format_ms_seq_around_the_table_of_small_sequences():
+    from storage.stream_id import format_ms_seq
+
+    for seq in (0, 4095, 4096, 4097, 2**64 - 1):
+        assert format_ms_seq(7, seq) == b"7-%d" % seq
+    assert format_ms_seq(8, 1) == b"8-1" and format_ms_seq(7, 1) == b"7-1"
+
+
+def test_pending_summary_consumer_filter_end_bound_and_delconsumer():
+    """XPENDING's summary and its consumer and end filters, XGROUP DELCONSUMER's count, in process."""
+    box = Clocked()
+    box.delivered(100)
+    box("XADD", "s", "3-0", "f", "v")
+    box("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">")
+    assert box("XPENDING", "s", "g") == [3, b"1-0", b"3-0", [[b"alice", b"2"], [b"bob", b"1"]]]
+    assert [row[0] for row in box("XPENDING", "s", "g", "-", "+", 10, "bob")] == [b"3-0"]
+    assert [row[0] for row in box("XPENDING", "s", "g", "-", "2-0", 10)] == [b"1-0", b"2-0"]
+    assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 2
+    assert box("XPENDING", "s", "g") == [1, b"3-0", b"3-0", [[b"bob", b"1"]]]
+    assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 0
