@@ -37,7 +37,7 @@ class Client(asyncio.Protocol):
         "server", "transport", "reader", "id", "name", "lib_name", "lib_ver", "db", "resp", "encode",
         "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
-        "last_interaction", "last_command", "flags_no_evict", "no_touch", "output",
+        "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip",
     )
 
     def __init__(self, server: Server) -> None:
@@ -75,6 +75,9 @@ class Client(asyncio.Protocol):
         self.flags_no_evict = False
         self.no_touch = False
         self.output: list[bytes] = []  # replies not yet written: flushed once per loop turn
+        self.replica = None  # the ReplicaLink once this connection is a replica (after PSYNC)
+        self.repl_port = 0  # REPLCONF listening-port / ip-address, before PSYNC
+        self.repl_ip = ""
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -107,6 +110,8 @@ class Client(asyncio.Protocol):
         self.unwatch()
         if self.monitor and self in server.monitors:
             server.monitors.remove(self)
+        if self.replica is not None:
+            server.replication.drop(self)
         self.transport = None
 
     def pause_writing(self) -> None:

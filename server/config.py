@@ -161,6 +161,10 @@ _param("io-threads", "int", 1, low=1, high=128, mutable=False)
 _param("cluster-enabled", "bool", False, mutable=False)
 _param("busy-reply-threshold", "int", 5000, high=LONG_MAX, alias="lua-time-limit")
 _param("lua-time-limit", "int", 5000, high=LONG_MAX, alias="busy-reply-threshold")
+_param("replicaof", "string", "", multi=True, mutable=False, alias="slaveof", normalize=lambda v: _replicaof(v))
+_param("slaveof", "string", "", multi=True, mutable=False, alias="replicaof", normalize=lambda v: _replicaof(v))
+_param("masterauth", "string", "")
+_param("masteruser", "string", "")
 _param("replica-read-only", "bool", True, alias="slave-read-only")
 _param("slave-read-only", "bool", True, alias="replica-read-only")
 _param("replica-serve-stale-data", "bool", True, alias="slave-serve-stale-data")
@@ -380,6 +384,16 @@ def _parse_kind(param: Param, raw: str) -> object:
             raise ConfigError("Invalid save parameters")
         return " ".join(str(int(w)) for w in words)
     return raw
+
+
+def _replicaof(value: str) -> str:
+    """`replicaof <host> <port>` (or nothing); Redis checks the port's range."""
+    if not value:
+        return value
+    words = value.split()
+    if len(words) != 2 or not words[1].isdigit() or not 0 < int(words[1]) <= 65535:
+        raise ConfigError("Invalid master port")
+    return f"{words[0]} {int(words[1])}"
 
 
 class Config:

@@ -154,10 +154,16 @@ def build_server(args: list[str]) -> Server:
         sys.exit(1)
     from .commands.server import install_config_listeners
     from .persistence import Persistence
+    from .replica_link import become_replica
+    from .replication import Replication
 
     server = Server(config)
     install_config_listeners(server)
     Persistence(server).install()
+    Replication(server).install()
+    if config["replicaof"]:
+        host, port = config["replicaof"].split()
+        server.startup_hooks.append(lambda: become_replica(server, host, int(port)))
     return server
 
 
@@ -243,9 +249,10 @@ def _cron(server: Server) -> None:
     maxmemory = server.config["maxmemory"]
     server.oom = bool(maxmemory) and rss_bytes() > maxmemory  # no eviction: Redis's noeviction answer
     if server.persistence is not None:
-        server.persistence.cron()  # sets `refusing` from oom and the disk's state
-    else:
-        server.refusing = server.oom or server.disk_error is not None
+        server.persistence.cron()
+    if server.replication is not None:
+        server.replication.cron()
+    server.update_refusing()
     timeout = server.config["timeout"]
     if timeout and now - server.idle_checked >= 1000:
         server.idle_checked = now

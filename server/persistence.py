@@ -138,7 +138,7 @@ class Persistence:
     def _update_refusal(self) -> None:
         server = self.server
         server.disk_error = self.write_error()
-        server.refusing = server.oom or server.disk_error is not None
+        server.update_refusing()
 
     # -- loading -----------------------------------------------------------------
 

@@ -53,7 +53,7 @@ class Server:
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
-        "refusing", "replid", "master_repl_offset",
+        "refusing", "replid", "master_repl_offset", "replication",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -114,6 +114,7 @@ class Server:
         self.aof = None  # the open AOF increment's writer while appendonly is on
         self.replid = self.run_id[:40]  # the replication ID and offset a snapshot records
         self.master_repl_offset = 0
+        self.replication = None  # server.replication.Replication, installed by the command line
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -149,11 +150,8 @@ class Server:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
-            if self.refusing:
-                if self.disk_error is not None and (cmd.write or cmd.name == "ping") and not client.loading:
-                    raise ReplyError(self.disk_error)  # Redis refuses PING too (processCommand)
-                if self.oom and "denyoom" in cmd.flags:
-                    raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
+            if self.refusing and not client.loading:
+                self.refuse(cmd)
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
@@ -178,6 +176,32 @@ class Server:
                 return self.error("ERR Command not allowed inside a transaction", cmd, rejected=True)
             return client.queue(cmd, argv)
         return self.call(client, cmd, argv)
+
+    def update_refusing(self) -> None:
+        """Is any state in force that refuses some commands? Then every command goes through execute()."""
+        replication = self.replication
+        self.refusing = self.oom or self.disk_error is not None or (
+            replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
+        )
+
+    def refuse(self, cmd: Command) -> None:
+        """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN."""
+        if self.oom and "denyoom" in cmd.flags:
+            raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
+        if self.disk_error is not None and (cmd.write or cmd.name == "ping"):
+            raise ReplyError(self.disk_error)  # Redis refuses PING too
+        replication = self.replication
+        if replication is None:
+            return
+        config = self.config
+        if replication.master is None:
+            if cmd.write and config["min-replicas-to-write"] and config["min-replicas-max-lag"] and replication.good_replicas < config["min-replicas-to-write"]:
+                raise ReplyError("NOREPLICAS Not enough good replicas to write.")
+            return
+        if cmd.write and config["replica-read-only"]:
+            raise ReplyError("READONLY You can't write against a read only replica.")
+        if replication.master.state != "connected" and not config["replica-serve-stale-data"] and "stale" not in cmd.flags:
+            raise ReplyError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.")
 
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
@@ -367,7 +391,8 @@ class Server:
         if client.multi is not None or client.in_exec or client.loading:
             result = block.attempt()
             if result is None:
-                result = (block.on_timeout, []) if cmd.write else block.on_timeout
+                reply = block.on_timeout() if callable(block.on_timeout) else block.on_timeout
+                result = (reply, []) if cmd.write else reply
             if cmd.write:
                 reply, effects = result
                 if effects:
@@ -386,7 +411,8 @@ class Server:
 
     def timeout_block(self, block: Block) -> None:
         block.timer = None
-        self.unblock(block, block.on_timeout)
+        reply = block.on_timeout
+        self.unblock(block, reply() if callable(reply) else reply)
 
     def unblock(self, block: Block, reply) -> None:
         self.blocking.unpark(block)

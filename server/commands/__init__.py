@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     keyspace,
     memory,
     persistence,
+    replication,
     server,
     streams,
     strings,

@@ -37,13 +37,18 @@ GROUP_CATEGORY = {
 EXTRA_CATEGORIES = {
     "info": ("dangerous",),
     "lastsave": ("admin", "dangerous"),
+    "role": ("admin", "dangerous"),
     "keys": ("dangerous",),
     "flushall": ("keyspace", "dangerous"),
     "flushdb": ("keyspace", "dangerous"),
     "swapdb": ("keyspace", "dangerous"),
     "dbsize": ("keyspace",),
     "randomkey": ("keyspace",),
+    "wait": ("connection",),
+    "waitaof": ("connection",),
 }
+# Commands whose group implies no category in Redis's JSON (WAIT is "generic" but not @keyspace).
+NO_GROUP_CATEGORY = frozenset({"wait", "waitaof"})
 
 
 def lookup(name: bytes) -> Command | None:
@@ -78,7 +83,7 @@ def acl_categories(cmd: Command) -> list[str]:
     if "blocking" in flags:
         cats.add("blocking")
     cats.add("fast" if "fast" in flags else "slow")
-    group = GROUP_CATEGORY.get(cmd.group)
+    group = GROUP_CATEGORY.get(cmd.group) if cmd.name not in NO_GROUP_CATEGORY else None
     if group is not None:
         cats.add(group)
     top = cmd.parent.name if cmd.parent is not None else cmd.name
@@ -163,6 +168,8 @@ TIPS: dict[str, tuple[str, ...]] = {
     "slowlog|get": ("request_policy:all_nodes", "nondeterministic_output"),
     "slowlog|len": ("request_policy:all_nodes", "response_policy:agg_sum", "nondeterministic_output"),
     "slowlog|reset": _ALL_NODES_OK,
+    "wait": ("request_policy:all_shards", "response_policy:agg_min"),
+    "waitaof": ("request_policy:all_shards", "response_policy:agg_min"),
 }  # fmt: skip
 
 

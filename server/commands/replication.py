@@ -1,0 +1,171 @@
+"""Replication commands: REPLICAOF/SLAVEOF, PSYNC, REPLCONF, WAIT, WAITAOF, ROLE."""
+
+from __future__ import annotations
+
+from protocol.errors import ReplyError, arg_text
+from protocol.reply import OK, Simple
+
+from ..blocking import Block
+from ..command import command
+from .args import to_int
+from .client import NO_REPLY
+
+WAIT_KEY = b"\x00wait"  # the pseudo key WAIT/WAITAOF clients block on; replica ACKs touch it
+
+
+def _replication(ctx):
+    replication = ctx.server.replication
+    if replication is None:
+        raise ReplyError("ERR replication is not available in this server")
+    return replication
+
+
+def _replicaof(ctx, argv):
+    """REPLICAOF host port | NO ONE."""
+    from ..replica_link import become_primary, become_replica
+
+    server = ctx.server
+    replication = _replication(ctx)
+    if argv[1].lower() == b"no" and argv[2].lower() == b"one":
+        if replication.master is not None:
+            become_primary(server)
+            server.config.values["replicaof"] = server.config.values["slaveof"] = ""
+        return OK
+    if ctx.replica is not None:
+        raise ReplyError("ERR Command is not valid when client is a replica.")
+    try:
+        port = int(argv[2])
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ReplyError("ERR Invalid master port")
+    host = argv[1].decode(errors="replace")
+    master = replication.master
+    if master is not None and master.host == host and master.port == port:
+        return Simple(b"OK Already connected to specified master")
+    become_replica(server, host, port)
+    server.config.values["replicaof"] = server.config.values["slaveof"] = f"{host} {port}"
+    return OK
+
+
+@command("replicaof", 3, "admin noscript stale no-async-loading", group="server", summary="Configures a server as replica of another, or promotes it to a master.", since="5.0.0")
+def replicaof(ctx, argv):
+    return _replicaof(ctx, argv)
+
+
+@command("slaveof", 3, "admin noscript stale no-async-loading", group="server", summary="Sets a Redis server as a replica of another, or promotes it to being a master.")
+def slaveof(ctx, argv):
+    return _replicaof(ctx, argv)
+
+
+@command("psync", -3, "admin noscript no-async-loading no-multi", group="server", summary="An internal command used in replication.", since="2.8.0")
+def psync(ctx, argv):
+    """PSYNC replid offset: +CONTINUE and the backlog, or +FULLRESYNC and a snapshot, then the stream."""
+    replication = _replication(ctx)
+    if ctx.replica is not None:
+        return NO_REPLY  # already a replica: Redis ignores a second SYNC
+    master = replication.master
+    if master is not None and master.state != "connected":
+        raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
+    try:
+        offset = int(argv[2])
+    except ValueError:
+        offset = -1
+    replication.psync(ctx, argv[1].decode(errors="replace"), offset)
+    return NO_REPLY
+
+
+@command("replconf", -1, "admin noscript loading stale allow-busy", group="server", summary="An internal command for configuring the replication stream.", since="3.0.0")
+def replconf(ctx, argv):
+    """REPLCONF listening-port p | ip-address a | capa c... | ack offset [FACK aof-offset] | getack."""
+    if len(argv) % 2 == 0:
+        raise ReplyError("ERR syntax error")
+    replication = _replication(ctx)
+    index = 1
+    while index < len(argv):
+        option, value = argv[index].lower(), argv[index + 1]
+        if option == b"listening-port":
+            ctx.repl_port = to_int(value)
+        elif option == b"ip-address":
+            ctx.repl_ip = value.decode(errors="replace")
+        elif option == b"capa":
+            pass  # eof and psync2: what Millrace always speaks
+        elif option == b"ack":
+            if ctx.replica is None:
+                return NO_REPLY
+            aof = to_int(argv[index + 3]) if len(argv) > index + 3 and argv[index + 2].lower() == b"fack" else None
+            replication.ack(ctx, to_int(value), aof)
+            return NO_REPLY  # ACKs are never answered
+        elif option == b"getack":
+            return NO_REPLY  # only a replica answers it, on its link to the primary
+        else:
+            raise ReplyError(f"ERR Unrecognized REPLCONF option: {arg_text(argv[index])}")
+        index += 2
+    return OK
+
+
+def _wait_timeout(arg: bytes) -> int:
+    timeout = to_int(arg, "ERR timeout is not an integer or out of range")
+    if timeout < 0:
+        raise ReplyError("ERR timeout is negative")
+    return timeout
+
+
+@command("wait", 3, "blocking", group="generic", summary="Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since="3.0.0")
+def wait(ctx, argv):
+    """WAIT numreplicas timeout -> how many replicas acknowledged this connection's writes."""
+    server = ctx.server
+    replication = _replication(ctx)
+    if replication.master is not None:
+        raise ReplyError(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is "
+            "configured to be writable (which is not the default) writes to replicas are just local and are not propagated."
+        )
+    wanted = to_int(argv[1])
+    timeout = _wait_timeout(argv[2])
+    target = server.master_repl_offset
+
+    def count() -> int:
+        return replication.acked(target)
+
+    if count() >= wanted or ctx.multi is not None or ctx.in_exec:
+        return count()
+    replication.request_acks()
+    return Block([WAIT_KEY], timeout, lambda: (n if (n := count()) >= wanted else None), on_timeout=count)
+
+
+@command("waitaof", 4, "blocking", group="generic", summary="Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.", since="7.2.0")
+def waitaof(ctx, argv):
+    """WAITAOF numlocal numreplicas timeout -> [local fsynced (0/1), replicas that fsynced]."""
+    server = ctx.server
+    replication = _replication(ctx)
+    if replication.master is not None:
+        raise ReplyError("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.")
+    numlocal = to_int(argv[1])
+    wanted = to_int(argv[2])
+    timeout = _wait_timeout(argv[3])
+    if numlocal and server.aof is None:
+        raise ReplyError("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
+    target = server.master_repl_offset
+    if server.aof is not None:
+        server.aof.sync()  # what this connection wrote is on disk now
+    local = 1 if server.aof is not None else 0
+
+    def reply():
+        return [local, replication.acked(target, aof=True)]
+
+    if (local >= numlocal and reply()[1] >= wanted) or ctx.multi is not None or ctx.in_exec:
+        return reply()
+    replication.request_acks()
+    return Block([WAIT_KEY], timeout, lambda: (r if (r := reply())[1] >= wanted else None), on_timeout=reply)
+
+
+@command("role", 1, "noscript loading stale fast", group="server", summary="Returns the replication role.", since="2.8.12")
+def role(ctx, argv):
+    replication = _replication(ctx)
+    if replication.master is not None:
+        return replication.master.role()
+    replicas = [
+        [link.addr.encode(), b"%d" % link.port, b"%d" % link.ack_offset] for link in replication.replicas if link.state == "online"
+    ]
+    return [b"master", ctx.server.master_repl_offset, replicas]

@@ -1,0 +1,291 @@
+"""Replication, the replica's side: the link to the primary (Redis's replicationCron and syncWithMaster).
+
+The link connects, runs Redis's handshake (PING, AUTH with masteruser /
+masterauth, REPLCONF listening-port and capa eof psync2, PSYNC with this
+server's replication ID and offset, so a restarted or promoted-and-demoted
+server can continue), loads a full sync's snapshot only once it has arrived
+whole (a link dropped mid-snapshot leaves the previous data in place), then
+applies the stream through the command table with a loading client (rule 5)
+and passes the same bytes on to its own replicas. A command it cannot apply
+ends the link, to resynchronize, rather than letting the data diverge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from persistence import aof as aoffile
+from persistence import snapshot
+from protocol.reply import Error
+from storage.keyspace import Database
+
+from .client import LoadingClient
+
+log = logging.getLogger("millrace")
+
+
+class ReplicationError(Exception):
+    """The primary answered something the protocol does not allow: drop the link and start again."""
+
+
+class MasterLink:
+    """This server follows host:port."""
+
+    def __init__(self, server, host: str, port: int) -> None:
+        self.server = server
+        self.host, self.port = host, port
+        self.state = "connect"  # connect, connecting, sync, connected
+        self.task: asyncio.Task | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.last_io = time.time()
+        self.down_since = time.time()
+        self.sync_bytes = self.sync_read = 0
+        self.applied_ok = True
+        self.last_ack = 0.0
+
+    def start(self) -> None:
+        self.task = self.server.loop.create_task(self._run())
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._sync()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, EOFError, asyncio.IncompleteReadError, ReplicationError, snapshot.SnapshotError, aoffile.AofError) as exc:
+                if self.state == "connected":
+                    log.warning("Connection with master lost: %s", exc or type(exc).__name__)
+                else:
+                    log.warning("Error condition on socket for SYNC: %s", exc or type(exc).__name__)
+            if self.writer is not None:
+                self.writer.close()
+                self.writer = None
+            if self.state == "connected":
+                self.down_since = time.time()
+            self.state = "connect"
+            await asyncio.sleep(1)
+
+    async def _sync(self) -> None:
+        server = self.server
+        config = server.config
+        self.state = "connecting"
+        log.info("Connecting to MASTER %s:%d", self.host, self.port)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), config["repl-timeout"])
+        self.writer = writer
+        log.info("MASTER <-> REPLICA sync started")
+
+        async def call(*argv: bytes) -> bytes:
+            writer.write(aoffile.encode(list(argv)))
+            line = await asyncio.wait_for(reader.readline(), config["repl-timeout"])
+            if not line:
+                raise EOFError("the primary closed the connection")
+            return line.rstrip(b"\r\n")
+
+        reply = await call(b"PING")
+        if reply[:1] == b"-" and not reply.startswith((b"-NOAUTH", b"-NOPERM", b"-ERR operation not permitted")):
+            raise ReplicationError(f"Error reply to PING from master: '{reply.decode(errors='replace')}'")
+        if config["masterauth"]:
+            auth = [b"AUTH"] + ([config["masteruser"].encode()] if config["masteruser"] else []) + [config["masterauth"].encode()]
+            reply = await call(*auth)
+            if reply[:1] == b"-":
+                raise ReplicationError(f"Unable to AUTH to MASTER: {reply.decode(errors='replace')}")
+        await call(b"REPLCONF", b"listening-port", b"%d" % server.port)
+        await call(b"REPLCONF", b"capa", b"eof", b"capa", b"psync2")
+        replid, offset = server.replid, server.master_repl_offset
+        log.info("Trying a partial resynchronization (request %s:%d).", replid, offset + 1)
+        reply = await call(b"PSYNC", replid.encode(), b"%d" % (offset + 1))
+        replication = server.replication
+        if reply.startswith(b"+FULLRESYNC"):
+            _, new_id, new_offset = reply.split()
+            log.info("Full resync from master: %s:%s", new_id.decode(), new_offset.decode())
+            self.state = "sync"
+            data = await self._read_payload(reader)
+            self._load(data, new_id.decode(), int(new_offset))
+        elif reply.startswith(b"+CONTINUE"):
+            words = reply.split()
+            if len(words) > 1 and words[1].decode() != server.replid:
+                replication.shift_replid()
+                server.replid = words[1].decode()
+                log.info("Master replication ID changed to %s", server.replid)
+            log.info("Successful partial resynchronization with master.")
+            replication.create_backlog()
+        else:
+            raise ReplicationError(f"Unexpected reply to PSYNC from master: {reply.decode(errors='replace')}")
+        self.state = "connected"
+        self.last_io = time.time()
+        log.info("MASTER <-> REPLICA sync: Finished with success")
+        await self._stream(reader, writer)
+
+    async def _read_payload(self, reader: asyncio.StreamReader) -> bytes:
+        """The snapshot after +FULLRESYNC: `$EOF:<mark>` ... mark, or `$<length>` and that many bytes."""
+        line = await reader.readline()
+        while line == b"\n":  # the primary's keep-alive newlines while it prepares the snapshot
+            line = await reader.readline()
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"$EOF:"):
+            mark = line[5:]
+            if len(mark) != 40:
+                raise ReplicationError("bad EOF mark from master")
+            data = bytearray()
+            while not data.endswith(mark):
+                chunk = await reader.read(1 << 20)
+                if not chunk:
+                    raise EOFError("the link was dropped during the snapshot")
+                data += chunk
+                self.sync_read = len(data)
+            return bytes(data[: -len(mark)])
+        if line.startswith(b"$"):
+            size = int(line[1:])
+            self.sync_bytes = size
+            return await reader.readexactly(size)
+        raise ReplicationError(f"Bad protocol from MASTER, the first byte is not '$': {line[:20]!r}")
+
+    def _load(self, data: bytes, replid: str, offset: int) -> None:
+        """Replace the dataset with the snapshot (checked whole before anything is replaced)."""
+        server = self.server
+        loaded = snapshot.parse(data, f"<snapshot from {self.host}:{self.port}>")
+        log.info("MASTER <-> REPLICA sync: Flushing old data")
+        persistence = server.persistence
+        persistence._install(loaded, expire=False)
+        server.replid = replid
+        server.master_repl_offset = offset
+        replication = server.replication
+        replication.replid2, replication.second_offset = "0" * 40, -1
+        replication.backlog = None
+        replication.create_backlog()
+        replication.disconnect_replicas()  # their history is not ours any more
+        server.blocking.ready.update(server.blocking.waiters)
+        server.serve_ready()
+        if persistence.aof is not None:  # Redis rewrites the AOF after a full sync: the old one describes other data
+            persistence.rewrite_scheduled = True
+        log.info("MASTER <-> REPLICA sync: Loading DB in memory done (%d keys)", loaded.keys)
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Apply what the primary sends, count its bytes, pass them on."""
+        server = self.server
+        replication = server.replication
+        client = LoadingClient(server)
+        buffer = b""
+        self.send_ack()
+        while True:
+            chunk = await reader.read(1 << 16)
+            if not chunk:
+                raise EOFError("the primary closed the connection")
+            self.last_io = time.time()
+            buffer += chunk
+            done = 0
+            try:
+                for argv, end in aoffile.parse_commands(buffer, "<replication stream>"):
+                    self._apply(client, argv)
+                    replication.feed_bytes(buffer[done:end])
+                    done = end
+            except aoffile.AofError as exc:
+                if not exc.truncated:
+                    raise
+            buffer = buffer[done:]
+            server.clock()
+            if server.blocking.ready:
+                server.serve_ready()
+
+    def _apply(self, client, argv: list[bytes]) -> None:
+        name = argv[0].lower()
+        if name == b"replconf" and len(argv) > 1 and argv[1].lower() == b"getack":
+            self.send_ack(pending=True)
+            return
+        if name == b"ping":
+            return
+        if self.server.lookup_command(argv[0]) is None:
+            raise ReplicationError(f"unknown command '{argv[0].decode(errors='replace')}' from the primary")
+        reply = self.server.execute(client, argv)
+        if type(reply) is Error:
+            log.warning("A command from the primary failed: %s (%s)", reply, b" ".join(argv[:3]).decode(errors="replace"))
+
+    def send_ack(self, pending: bool = False) -> None:
+        """REPLCONF ACK <offset> FACK <offset fsynced to our AOF>."""
+        writer = self.writer
+        if writer is None or self.state != "connected":
+            return
+        server = self.server
+        offset = server.master_repl_offset
+        aof = server.aof
+        fsynced = offset if aof is not None and not aof.buffer and aof.synced >= aof.size else 0
+        writer.write(aoffile.encode([b"REPLCONF", b"ACK", b"%d" % offset, b"FACK", b"%d" % fsynced]))
+        self.last_ack = time.time()
+
+    def cron(self) -> None:
+        now = time.time()
+        if self.state == "connected":
+            if now - self.last_ack >= 1:
+                self.send_ack()
+            if now - self.last_io > self.server.config["repl-timeout"]:
+                log.warning("MASTER timeout: no data nor PING received...")
+                if self.writer is not None:
+                    self.writer.transport.abort()
+
+    # -- INFO, ROLE --------------------------------------------------------------------
+
+    def info(self) -> list[tuple[str, object]]:
+        server = self.server
+        up = self.state == "connected"
+        fields: list[tuple[str, object]] = [
+            ("role", "slave"),
+            ("master_host", self.host),
+            ("master_port", self.port),
+            ("master_link_status", "up" if up else "down"),
+            ("master_last_io_seconds_ago", int(time.time() - self.last_io) if up else -1),
+            ("master_sync_in_progress", 1 if self.state == "sync" else 0),
+            ("slave_read_repl_offset", server.master_repl_offset),
+            ("slave_repl_offset", server.master_repl_offset),
+        ]
+        if self.state == "sync":
+            fields += [("master_sync_total_bytes", self.sync_bytes or -1), ("master_sync_read_bytes", self.sync_read)]
+        if not up:
+            fields.append(("master_link_down_since_seconds", int(time.time() - self.down_since)))
+        fields += [
+            ("slave_priority", server.config["replica-priority"]),
+            ("slave_read_only", 1 if server.config["replica-read-only"] else 0),
+            ("replica_announced", 1),
+        ]
+        return fields
+
+    def role(self) -> list:
+        state = {"connected": b"connected", "sync": b"sync", "connecting": b"connecting"}.get(self.state, b"connect")
+        return [b"slave", self.host.encode(), self.port, state, self.server.master_repl_offset if self.state == "connected" else -1]
+
+
+def become_replica(server, host: str, port: int) -> None:
+    """REPLICAOF host port: follow that primary (keeping our data until a full sync replaces it)."""
+    replication = server.replication
+    if replication.master is not None:
+        replication.master.stop()
+    replication.disconnect_replicas()
+    Database.expiry = "hide"  # a replica never expires keys by its own clock: the primary's DELs do
+    replication.master = MasterLink(server, host, port)
+    server.update_refusing()
+    if server.loop is not None:
+        replication.master.start()
+
+
+def become_primary(server) -> None:
+    """REPLICAOF NO ONE: keep the data, start a new history that continues this one (replid2)."""
+    replication = server.replication
+    if replication.master is None:
+        return
+    replication.master.stop()
+    replication.master = None
+    Database.expiry = "delete"
+    replication.shift_replid()
+    replication.disconnect_replicas()
+    server._propagated_db = -1
+    server.update_refusing()
+    log.info("MASTER MODE enabled (user request from '%s')", "REPLICAOF NO ONE")

@@ -1,0 +1,384 @@
+"""Replication, the primary's side: the backlog, replica links, full and partial syncs.
+
+The replication stream is the effects the server propagates, encoded as RESP
+exactly as the AOF holds them (rule 4: one normalized form for both), plus the
+primary's periodic PINGs and `REPLCONF GETACK *`. Offsets count those bytes on
+both sides. A replica that asks `PSYNC replid offset` with a history this
+server has (its replication ID, or the previous one up to `second_repl_offset`,
+PSYNC2) and an offset still in the backlog continues from there; any other is
+sent a snapshot by a forked child (straight over the socket with Redis's
+`$EOF:<mark>` framing when `repl-diskless-sync yes`, else written to disk
+first and sent as `$<length>`) while the stream produced meanwhile waits in
+that replica's buffer. A replica of a replica passes on the bytes it receives
+unchanged, so chained replicas share the primary's IDs and offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from persistence import snapshot
+from persistence.aof import encode_batch
+
+from . import __version__
+
+log = logging.getLogger("millrace")
+NULL_ID = "0" * 40
+EOF_MARK_SIZE = 40
+
+
+def new_replid() -> str:
+    return os.urandom(20).hex()
+
+
+@dataclass(eq=False)
+class ReplicaLink:
+    """A connected replica (Redis's client with the SLAVE flag)."""
+
+    client: object
+    state: str = "wait_bgsave"  # then "online"
+    ack_offset: int = 0
+    aof_offset: int = 0  # REPLCONF ACK ... FACK: what the replica's AOF has fsynced
+    ack_time: float = field(default_factory=time.time)
+    port: int = 0
+    ip: str = ""
+    pending: list[bytes] = field(default_factory=list)  # the stream while its snapshot is being sent
+    pending_size: int = 0
+    child: int = 0  # the pid sending its snapshot
+    soft_since: float = 0.0  # over the soft output limit since
+
+    @property
+    def addr(self) -> str:
+        return self.ip or self.client.addr.rsplit(":", 1)[0]
+
+
+class Replication:
+    """Replication state of one server: `server.replication`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.replicas: list[ReplicaLink] = []
+        self.backlog: bytearray | None = None  # None until a replica first asks (Redis's createReplicationBacklog)
+        self.backlog_off = 1  # offset of the backlog's first byte
+        self.replid2 = NULL_ID
+        self.second_offset = -1
+        self.master = None  # the replica side's link (server.replica_link.MasterLink) when this is a replica
+        self.no_replicas_since = time.time()
+        self.last_ping = 0.0
+        self.good_replicas = 0
+        self.stats = {"sync_full": 0, "sync_partial_ok": 0, "sync_partial_err": 0}
+
+    def install(self) -> None:
+        server = self.server
+        server.replication = self
+        server.effect_listeners.append(self.feed)
+        server.replication_info = self.info
+
+    # -- the stream ---------------------------------------------------------------
+
+    def feed(self, batch: list[list[bytes]]) -> None:
+        """Effects of this server's own writes (a replica passes its primary's bytes on instead)."""
+        if self.backlog is None or self.master is not None:
+            return
+        self.feed_bytes(encode_batch(batch))
+
+    def feed_bytes(self, data: bytes) -> None:
+        backlog = self.backlog
+        if backlog is None:
+            self.server.master_repl_offset += len(data)
+            return
+        backlog += data
+        self.server.master_repl_offset += len(data)
+        size = self.server.config["repl-backlog-size"]
+        if len(backlog) > 2 * size:  # trim in steps: deleting from the front costs a copy
+            cut = len(backlog) - size
+            del backlog[:cut]
+            self.backlog_off += cut
+        for link in self.replicas:
+            if link.state == "online":
+                link.client.send([data])
+            else:
+                link.pending.append(data)
+                link.pending_size += len(data)
+
+    def create_backlog(self) -> None:
+        if self.backlog is None:
+            self.backlog = bytearray()
+            self.backlog_off = self.server.master_repl_offset + 1
+            self.server._propagated_db = -1  # the stream a replica reads starts with a SELECT
+
+    def backlog_has(self, offset: int) -> bool:
+        backlog = self.backlog
+        if backlog is None:
+            return False
+        trimmed = self.backlog_off + max(0, len(backlog) - self.server.config["repl-backlog-size"])
+        return trimmed <= offset <= self.server.master_repl_offset + 1
+
+    # -- PSYNC ---------------------------------------------------------------------
+
+    def psync(self, client, replid: str, offset: int) -> None:
+        """Answer PSYNC: +CONTINUE and the backlog, or +FULLRESYNC and a snapshot."""
+        server = self.server
+        link = self._link(client)
+        self.create_backlog()
+        same_history = replid == server.replid or (replid == self.replid2 and offset <= self.second_offset)
+        if same_history and self.backlog_has(offset):
+            start = offset - self.backlog_off
+            client.send([b"+CONTINUE %s\r\n" % server.replid.encode(), bytes(self.backlog[start:])])
+            link.state = "online"
+            self.stats["sync_partial_ok"] += 1
+            log.info("Partial resynchronization request from %s accepted. Sending %d bytes of backlog starting from offset %d.",
+                     client.addr, server.master_repl_offset + 1 - offset, offset)
+            return
+        if replid != "?":
+            self.stats["sync_partial_err"] += 1
+            log.info("Partial resynchronization not accepted: %s", "Replication ID mismatch" if not same_history else "offset out of the backlog")
+        self.stats["sync_full"] += 1
+        log.info("Full resync requested by replica %s", client.addr)
+        link.state = "wait_bgsave"
+        server.flush_writes()  # nothing of ours may follow the child's bytes out of order
+        client.transport.write(b"+FULLRESYNC %s %d\r\n" % (server.replid.encode(), server.master_repl_offset))
+        self._send_snapshot_when_drained(link)
+
+    def _link(self, client) -> ReplicaLink:
+        for link in self.replicas:
+            if link.client is client:
+                return link
+        link = ReplicaLink(client, port=getattr(client, "repl_port", 0), ip=getattr(client, "repl_ip", ""))
+        self.replicas.append(link)
+        client.replica = link
+        return link
+
+    def _send_snapshot_when_drained(self, link: ReplicaLink) -> None:
+        transport = link.client.transport
+        if transport is None:
+            return
+        if transport.get_write_buffer_size():  # +FULLRESYNC must be on the wire before the child writes
+            self.server.loop.call_later(0.001, self._send_snapshot_when_drained, link)
+            return
+        server = self.server
+        diskless = bool(server.config["repl-diskless-sync"])
+        fd = transport.get_extra_info("socket").fileno()
+        dbs = snapshot.keyspace_dbs(server.keyspace)
+        path = os.path.join(server.config["dir"], server.config["dbfilename"])
+        replid, offset = server.replid, server.master_repl_offset
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
+                if diskless:
+                    _send_diskless(fd, snapshot.iter_chunks(dbs, int(time.time() * 1000), replid, offset, __version__))
+                else:
+                    snapshot.write(path, dbs, replid, offset, __version__)
+                    _send_file(fd, path)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        link.child = pid
+        log.info("Starting BGSAVE for SYNC with target: %s (pid %d)", "replicas sockets" if diskless else "disk", pid)
+
+    def check_children(self) -> None:
+        for link in list(self.replicas):
+            if not link.child:
+                continue
+            try:
+                pid, status = os.waitpid(link.child, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = link.child, 1 << 8
+            if pid == 0:
+                continue
+            link.child = 0
+            if os.waitstatus_to_exitcode(status) != 0:
+                log.warning("Snapshot transfer to replica %s failed", link.client.addr)
+                link.client.kill()
+                continue
+            link.state = "online"
+            link.ack_time = time.time()
+            log.info("Synchronization with replica %s succeeded", link.client.addr)
+            if link.pending:
+                link.client.send(link.pending)
+                link.pending, link.pending_size = [], 0
+
+    def drop(self, client) -> None:
+        """A replica's connection closed."""
+        link = getattr(client, "replica", None)
+        if link is None or link not in self.replicas:
+            return
+        self.replicas.remove(link)
+        if link.child:
+            try:
+                os.kill(link.child, signal.SIGKILL)
+                os.waitpid(link.child, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        if not self.replicas:
+            self.no_replicas_since = time.time()
+        log.info("Connection with replica %s lost.", client.addr)
+
+    def disconnect_replicas(self) -> None:
+        for link in list(self.replicas):
+            link.client.kill()
+
+    # -- ACKs, WAIT ------------------------------------------------------------------
+
+    def ack(self, client, offset: int, aof_offset: int | None) -> None:
+        link = getattr(client, "replica", None)
+        if link is None:
+            return
+        link.ack_offset = max(link.ack_offset, offset)
+        if aof_offset is not None:
+            link.aof_offset = max(link.aof_offset, aof_offset)
+        link.ack_time = time.time()
+        self.wake_waiters()
+
+    def acked(self, offset: int, aof: bool = False) -> int:
+        return sum(1 for link in self.replicas if link.state == "online" and (link.aof_offset if aof else link.ack_offset) >= offset)
+
+    def request_acks(self) -> None:
+        """REPLCONF GETACK * into the stream (Redis does it before sleeping when clients WAIT)."""
+        if self.replicas and self.master is None:
+            self.feed_bytes(encode_batch([[b"REPLCONF", b"GETACK", b"*"]]))
+
+    def wake_waiters(self) -> None:
+        from .commands.replication import WAIT_KEY
+
+        blocking = self.server.blocking
+        for db, key in list(blocking.waiters):
+            if key == WAIT_KEY:
+                blocking.ready.add((db, key))
+        if blocking.ready:
+            self.server.serve_ready()
+
+    # -- the cron --------------------------------------------------------------------
+
+    def cron(self) -> None:
+        server = self.server
+        self.check_children()
+        now = time.time()
+        config = server.config
+        if self.master is None and self.replicas and now - self.last_ping >= config["repl-ping-replica-period"]:
+            self.last_ping = now
+            self.feed_bytes(encode_batch([[b"PING"]]))
+        timeout = config["repl-timeout"]
+        hard, soft, seconds = _replica_limits(config)
+        for link in list(self.replicas):
+            if link.state == "online" and now - link.ack_time > timeout:
+                log.warning("Disconnecting timedout replica: %s", link.client.addr)
+                link.client.kill()
+                continue
+            size = link.pending_size + (link.client.transport.get_write_buffer_size() if link.client.transport else 0)
+            if size > hard > 0 or (soft and size > soft and link.soft_since and now - link.soft_since > seconds):
+                log.warning("Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", link.client.addr)
+                link.client.kill()
+                link.client.transport.abort() if link.client.transport else None
+                continue
+            link.soft_since = (link.soft_since or now) if soft and size > soft else 0.0
+        ttl = config["repl-backlog-ttl"]
+        if self.backlog is not None and not self.replicas and self.master is None and ttl and now - self.no_replicas_since > ttl:
+            self.backlog = None
+            log.info("Replication backlog freed after %d seconds without connected replicas.", ttl)
+        lag = config["min-replicas-max-lag"]
+        self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and now - link.ack_time <= lag)
+        if self.master is not None:
+            self.master.cron()
+
+    # -- role changes ------------------------------------------------------------------
+
+    def shift_replid(self) -> None:
+        """Start a new history that continues the current one (PSYNC2): the old ID becomes replid2."""
+        server = self.server
+        self.replid2 = server.replid
+        self.second_offset = server.master_repl_offset + 1
+        server.replid = new_replid()
+        log.info("Setting secondary replication ID to %s, valid up to offset: %d. New replication ID is %s",
+                 self.replid2, self.second_offset, server.replid)
+
+    # -- INFO, ROLE ------------------------------------------------------------------------
+
+    def info(self) -> list[tuple[str, object]]:
+        server = self.server
+        fields: list[tuple[str, object]] = []
+        master = self.master
+        if master is not None:
+            fields += master.info()
+        else:
+            fields.append(("role", "master"))
+        fields.append(("connected_slaves", len(self.replicas)))
+        if master is None and server.config["min-replicas-to-write"] and server.config["min-replicas-max-lag"]:
+            fields.append(("min_slaves_good_slaves", self.good_replicas))
+        now = time.time()
+        for index, link in enumerate(self.replicas):
+            state = "online" if link.state == "online" else "wait_bgsave"
+            fields.append((f"slave{index}", f"ip={link.addr},port={link.port},state={state},offset={link.ack_offset},lag={int(now - link.ack_time)}"))
+        backlog = self.backlog
+        fields += [
+            ("master_failover_state", "no-failover"),
+            ("master_replid", server.replid),
+            ("master_replid2", self.replid2),
+            ("master_repl_offset", server.master_repl_offset),
+            ("second_repl_offset", self.second_offset),
+            ("repl_backlog_active", 0 if backlog is None else 1),
+            ("repl_backlog_size", server.config["repl-backlog-size"]),
+            ("repl_backlog_first_byte_offset", self.backlog_off if backlog is not None else 0),
+            ("repl_backlog_histlen", len(backlog) if backlog is not None else 0),
+        ]
+        return fields
+
+
+def _replica_limits(config) -> tuple[int, int, int]:
+    """client-output-buffer-limit's replica class: hard, soft bytes and soft seconds."""
+    words = str(config["client-output-buffer-limit"]).split()
+    for index in range(0, len(words) - 3, 4):
+        if words[index] in ("replica", "slave"):
+            return _size(words[index + 1]), _size(words[index + 2]), int(words[index + 3])
+    return 256 << 20, 64 << 20, 60
+
+
+def _size(text: str) -> int:
+    from .config import parse_memory
+
+    value = parse_memory(text)
+    return value if value is not None else 0
+
+
+def _send_all(fd: int, data) -> None:
+    """Write all of data to a non-blocking socket from the child, waiting until it can take more."""
+    view = memoryview(data)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        try:
+            sent = os.write(fd, view)
+        except BlockingIOError:
+            poller.poll(1000)
+            continue
+        view = view[sent:]
+
+
+def _send_diskless(fd: int, chunks) -> None:
+    mark = os.urandom(EOF_MARK_SIZE // 2).hex().encode()
+    _send_all(fd, b"$EOF:" + mark + b"\r\n")
+    for chunk in chunks:
+        _send_all(fd, chunk)
+    _send_all(fd, mark)
+
+
+def _send_file(fd: int, path: str) -> None:
+    size = os.path.getsize(path)
+    _send_all(fd, b"$%d\r\n" % size)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            _send_all(fd, chunk)
