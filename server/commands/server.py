@@ -197,7 +197,9 @@ def install_config_listeners(server) -> None:
             server.slowlog.resize(value)
         elif name == "maxmemory":  # at once, not at the next cron tick
             server.oom = bool(value) and rss_bytes() > value
-            server.refusing = server.oom or server.disk_error is not None
+            server.update_refusing()
+        elif name == "min-replicas-to-write":
+            server.update_refusing()
 
     server.config.listeners.append(changed)
 
