@@ -28,7 +28,7 @@ def acl_users(ctx, argv):
 def acl_list(ctx, argv):
     """ACL LIST: the default user's rules; its password as Redis shows it, a SHA-256."""
     password = ctx.server.config["requirepass"]
-    secret = f"#{hashlib.sha256(password.encode()).hexdigest()}" if password else "nopass"
+    secret = f"#{hashlib.sha256(password.encode('utf-8', 'surrogateescape')).hexdigest()}" if password else "nopass"
     return [f"user default on {secret} sanitize-payload ~* &* +@all".encode()]
 
 

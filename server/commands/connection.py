@@ -31,7 +31,7 @@ def authenticate(ctx, username: bytes, password: bytes) -> None:
     for it, as in Redis.
     """
     required = ctx.server.config["requirepass"]
-    if username != b"default" or (required and password != required.encode()):
+    if username != b"default" or (required and password != required.encode("utf-8", "surrogateescape")):
         raise ReplyError(WRONGPASS)
     ctx.authenticated = True
     ctx.reader.unauthenticated = False
