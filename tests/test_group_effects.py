@@ -180,11 +180,25 @@ def replay(batches, now: int, transactions: bool = False) -> Server:
     return fresh
 
 
+def assert_pels_counted(server: Server) -> None:
+    """Every PEL's bookkeeping: its sorted IDs are the live ones plus exactly `stale` removed ones."""
+    for db in server.keyspace.dbs:
+        for value in db.data.values():
+            if not isinstance(value, Stream):
+                continue
+            for group in value.groups.values():
+                for pel in [group.pel, *(c.pel for c in group.consumers.values())]:
+                    assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
+                    assert list(pel) == sorted(pel.entries)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_effects_replay_to_the_same_state(seed):
     work = Workload(seed)
-    for _ in range(250):
+    for step in range(250):
         work.step()
+        if step % 10 == 0:
+            assert_pels_counted(work.server)
     assert any(a[0] == b"XREADGROUP" and type(r) is not Error and r is not NULL_ARRAY for a, r in work.replies)
     assert any(a[0] == b"XSETID" and type(r) is not Error for a, r in work.replies) or seed % 4
     fresh = replay(work.batches, work.server.now + 60_000)

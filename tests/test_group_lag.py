@@ -389,3 +389,26 @@ def test_pending_list_counts_stale_ids_dropped_at_either_end():
     assert (len(pel.order), pel.head, pel.stale) == (4, 0, 2)
     assert pel.first() == 2 and (pel.head, pel.stale) == (1, 1)
     assert pel.last() == 3 and (len(pel.order), pel.stale) == (3, 0)
+
+
+def test_ack_many_keeps_every_pel_counted():
+    """XACK's bulk removal from the group's PEL and its owners': the stale counts stay exact."""
+    group = ConsumerGroup(0)
+    alice, _ = group.consumer(b"alice", 0)
+    bob, _ = group.consumer(b"bob", 0)
+    group.add_new([1, 2, 3], alice, 10)
+    group.add_new([4, 5, 6], bob, 20)
+
+    def counted() -> None:
+        for pel in (group.pel, alice.pel, bob.pel):
+            assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
+
+    assert group.ack_many([2]) == [True]
+    counted()
+    assert group.ack_many([3, 5, 9]) == [True, True, False]
+    counted()
+    assert (list(group.pel), list(alice.pel), list(bob.pel)) == ([1, 4, 6], [1], [4, 6])
+    assert (group.pel.stale, alice.pel.stale, bob.pel.stale) == (3, 2, 1)
+    assert group.ack_many([9]) == [False]
+    assert group.ack_many([1, 4, 6]) == [True, True, True]
+    assert (len(group.pel), group.pel.order, alice.pel.order, bob.pel.order) == (0, [], [], [])

@@ -297,3 +297,36 @@ def test_pending_summary_consumer_filter_end_bound_and_delconsumer():
     assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 2
     assert box("XPENDING", "s", "g") == [1, b"3-0", b"3-0", [[b"bob", b"1"]]]
     assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 0
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [[(7, 0), (7, 1), (7, 4095)], [(7, 4095), (7, 4096)], [(7, 0), (8, 0)], [(2**40, 3), (2**40, 5)], [(1, 2**64 - 1)]],
+)
+def test_format_ids_matches_format_id(ids):
+    from storage.stream_id import format_id, format_ids, make_id
+
+    entry_ids = [make_id(ms, seq) for ms, seq in ids]
+    assert format_ids(entry_ids) == [format_id(i) for i in entry_ids] == [b"%d-%d" % pair for pair in ids]
+
+
+def test_parse_id_reads_numbers_as_redis_string2ull_does():
+    """Redis parses each part with string2ull: string2ll first (a negative number is refused), then
+    strtoull (leading spaces, a sign; a minus negates modulo 2^64)."""
+    from protocol.errors import ReplyError
+    from storage.stream_id import make_id, parse_id, parse_xadd_id
+
+    u64 = 2**64
+    assert parse_id(b"1-007") == make_id(1, 7)
+    assert parse_id(b"1--0") == make_id(1, 0)  # "-0" is not string2ll's, strtoull reads 0
+    assert parse_id(b"1--05") == make_id(1, u64 - 5)  # a leading zero: not string2ll's either
+    assert parse_id(b"1--9223372036854775809") == make_id(1, u64 - 9223372036854775809)  # beyond a long long
+    assert parse_id(b"1-  5") == make_id(1, 5)
+    assert parse_id(b"1- +5") == make_id(1, 5)
+    for refused in (b"1--5", b"1--9223372036854775808", b"1-18446744073709551616", b"1-5 ", b"1-", b"1-+", b"1-x"):
+        with pytest.raises(ReplyError, match="^ERR Invalid stream ID specified as stream command argument$"):
+            parse_id(refused)
+    assert parse_xadd_id(b"0" * 124 + b"9-*") == (9, None)  # 127 bytes
+    for refused in (b"0" * 124 + b"10-*", b"1-2-*", b"-*", b"x-*"):
+        with pytest.raises(ReplyError, match="^ERR Invalid stream ID specified as stream command argument$"):
+            parse_xadd_id(refused)
