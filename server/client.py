@@ -10,6 +10,7 @@ beforeSleep), so one wake-up of a client carries every reply it is owed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from time import time_ns as _time_ns
@@ -25,6 +26,16 @@ _BULK = [b"$%d\r\n" % size for size in range(64)]  # bulk string headers: concat
 _NIL = (b"", b"", b"$-1\r\n", b"_\r\n")  # None by protocol version, as encode2 and encode3 write it
 ON, OFF, SKIP = "on", "off", "skip"  # CLIENT REPLY modes, compared by identity
 SKIP_NEXT = "skip-next"  # CLIENT REPLY SKIP itself: its own reply is dropped, then the next one
+# An HTTP request line and header where a command is due: a web page talking to the server
+# (cross protocol scripting). Never commands, so looked for only on the path of unknown names.
+CROSS_PROTOCOL = (b"post", b"host:")
+SECURITY_ATTACK = (
+    "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. "
+    "This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. "
+    "Connection aborted."
+)
+log = logging.getLogger("millrace")
+_attack_logged = -61.0  # monotonic time of the last SECURITY_ATTACK line: one a minute at most, as Redis logs it
 
 
 class Client(asyncio.Protocol):
@@ -146,6 +157,9 @@ class Client(asyncio.Protocol):
         if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and server.pause is None and not server.refusing:
             reply = server.call(self, cmd, argv)
         else:
+            if cmd is None and argv[0].lower() in CROSS_PROTOCOL:
+                self.cross_protocol_attack()
+                return
             reply = server.execute(self, argv)
         self.last_command = argv
         if reply is BLOCKED:
@@ -179,6 +193,20 @@ class Client(asyncio.Protocol):
             server.serve_ready()
         if self.close_after_reply:
             self.send([])
+
+    def cross_protocol_attack(self) -> None:
+        """`POST` or `Host:` where a command is due, before AUTH too, in MULTI too: as Redis's
+        securityWarningCommand (called first thing in processCommand), the connection is dropped
+        at once, with none of the replies still due, and the attempt logged at most once a minute."""
+        global _attack_logged
+        now = time.monotonic()
+        if now - _attack_logged > 60:
+            log.warning(SECURITY_ATTACK)
+            _attack_logged = now
+        self.output = []
+        self.pending.clear()
+        if self.transport is not None:
+            self.transport.abort()
 
     def skip_reply(self) -> None:
         """A reply dropped under CLIENT REPLY OFF or SKIP (which then lasts one more command)."""
@@ -227,6 +255,9 @@ class Client(asyncio.Protocol):
             ):
                 reply = call(self, cmd, argv)
             else:
+                if cmd is None and argv[0].lower() in CROSS_PROTOCOL:
+                    self.cross_protocol_attack()
+                    return
                 reply = execute(self, argv)
             if reply is BLOCKED:
                 self.pending.extend(remaining)
