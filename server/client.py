@@ -19,6 +19,7 @@ from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
 from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
+from .protected import DENIED, denied
 from .server import BLOCKED, Server
 
 _STATUS = {status: b"+%s\r\n" % status for status in (OK, PONG, QUEUED)}  # the usual status replies, encoded once
@@ -109,6 +110,10 @@ class Client(asyncio.Protocol):
             self.fd = sock.fileno()
         if len(server.clients) > server.config["maxclients"]:
             transport.write(b"-ERR max number of clients reached\r\n")
+            server.stats["rejected_connections"] += 1
+            transport.close()
+        elif denied(server.config, peer[0] if peer else None):
+            transport.write(DENIED)
             server.stats["rejected_connections"] += 1
             transport.close()
 

@@ -437,8 +437,9 @@ class Config:
         """Validate and apply one value; raise ReplyError with Redis's CONFIG SET wording."""
         self.set_many([(name, raw)], startup)
 
-    def set_many(self, pairs: list[tuple[str, str]], startup: bool = False) -> None:
-        """CONFIG SET name value [name value ...]: all valid or nothing changes."""
+    def set_many(self, pairs: list[tuple[str, str]], startup: bool = False, local: bool = True) -> None:
+        """CONFIG SET name value [name value ...]: all valid or nothing changes. `local`: the client
+        is on the loopback interface, which `enable-protected-configs local` asks."""
         parsed: list[tuple[Param, object]] = []
         seen: set[str] = set()
         for name, raw in pairs:
@@ -450,7 +451,8 @@ class Config:
             seen.add(param.name)
             if not param.mutable and not startup:
                 raise _invalid(name, "can't set immutable config")
-            if param.protected and not startup and self.values["enable-protected-configs"] == "no":
+            allowed = self.values["enable-protected-configs"]
+            if param.protected and not startup and (allowed == "no" or (allowed == "local" and not local)):
                 raise _invalid(name, "can't set protected config")
             try:
                 if param.name == "dir" and not startup and not os.path.isdir(raw):

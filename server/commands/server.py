@@ -13,6 +13,7 @@ from protocol.reply import OK, Map, Verbatim
 from ..command import command, container
 from ..config import PARAMS, is_glob
 from ..info import info_string, reset_stats, rss_bytes
+from ..protected import is_local
 from ..slowlog import threshold_ns as slowlog_threshold
 from .args import help_reply, to_float, to_int
 from .client import NO_REPLY
@@ -119,7 +120,7 @@ def config_set(ctx, argv):
     # names echo byte for byte in errors; values are kept byte for byte too (bytes that are not UTF-8
     # as surrogates), so CONFIG GET gives back what was set and CONFIG REWRITE escapes every byte
     pairs = [(arg_text(argv[i]), argv[i + 1].decode("utf-8", "surrogateescape")) for i in range(2, len(argv), 2)]
-    ctx.server.config.set_many(pairs)
+    ctx.server.config.set_many(pairs, local=_local(ctx))
     return OK
 
 
@@ -265,8 +266,7 @@ DEBUG_NOT_ALLOWED = (
 
 
 def _local(ctx) -> bool:
-    host = ctx.addr.rsplit(":", 1)[0]
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("unix")
+    return is_local(ctx.addr.rsplit(":", 1)[0])
 
 
 @command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.")
