@@ -271,6 +271,7 @@ def close_idle_clients(server: Server, timeout: int, now: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     from . import commands  # noqa: F401  (registers the command table)
 
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Redis: a closed terminal does not stop the server
     server = build_server(sys.argv[1:] if argv is None else argv)
     setup_logging(server.config)
     gc.freeze()
