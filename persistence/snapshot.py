@@ -47,12 +47,28 @@ class SnapshotError(Exception):
 
 
 @dataclass
+class Header:
+    """Who wrote a snapshot and where in the replication stream it stands (Redis's RDB aux fields).
+
+    `stream_db` is the database the replication stream had selected (-1: the
+    stream names one before its next command), so a replica loading this
+    snapshot applies what follows in the right one.
+    """
+
+    replid: str = ""
+    repl_offset: int = 0
+    stream_db: int = -1
+    version: str = ""
+
+
+@dataclass
 class Snapshot:
     """What a snapshot file holds: its header and, per database index, (data, expires)."""
 
     ctime: int = 0
     replid: str = ""
     repl_offset: int = 0
+    stream_db: int = -1
     dbs: dict[int, tuple[dict[bytes, object], dict[bytes, int]]] = field(default_factory=dict)
     keys: int = 0
 
@@ -79,10 +95,13 @@ def decode_value(kind: int, payload: object) -> object:
     raise ValueError(f"unknown value type {kind}")
 
 
-def iter_chunks(dbs, ctime: int, replid: str, repl_offset: int, version: str) -> Iterator[bytes]:
+def iter_chunks(dbs, header: Header) -> Iterator[bytes]:
     """The snapshot's bytes in pieces; `dbs` is a sequence of (index, data, expires)."""
     packer = msgpack.Packer(use_bin_type=True, autoreset=False)
-    packer.pack({"ctime": ctime, "replid": replid, "repl_offset": repl_offset, "millrace": version})
+    packer.pack({
+        "ctime": int(time.time() * 1000), "replid": header.replid, "repl_offset": header.repl_offset,
+        "repl_stream_db": header.stream_db, "millrace": header.version,
+    })  # fmt: skip
     head = _PREFIX.pack(MAGIC, VERSION) + packer.bytes()
     packer.reset()
     crc = zlib.crc32(head)
@@ -109,14 +128,14 @@ def keyspace_dbs(keyspace) -> list[tuple[int, dict, dict]]:
     return [(db.id, db.data, db.expires) for db in keyspace.dbs]
 
 
-def write(path: str, dbs, replid: str = "", repl_offset: int = 0, version: str = "", fsync: bool = True) -> int:
+def write(path: str, dbs, header: Header, fsync: bool = True) -> int:
     """Write a snapshot atomically at path (temp file, fsync, rename, fsync of the directory); returns its size."""
     directory = os.path.dirname(os.path.abspath(path))
     temp = os.path.join(directory, f"temp-{os.getpid()}-{os.path.basename(path)}")
     size = 0
     try:
         with open(temp, "wb") as handle:
-            for chunk in iter_chunks(dbs, int(time.time() * 1000), replid, repl_offset, version):
+            for chunk in iter_chunks(dbs, header):
                 handle.write(chunk)
                 size += len(chunk)
             handle.flush()
@@ -174,6 +193,7 @@ def parse(data: bytes, path: str = "<bytes>") -> Snapshot:
         snapshot.ctime = int(header.get("ctime", 0))
         snapshot.replid = str(header.get("replid", ""))
         snapshot.repl_offset = int(header.get("repl_offset", 0))
+        snapshot.stream_db = int(header.get("repl_stream_db", -1))
         while True:
             offset = _PREFIX.size + unpacker.tell()
             record = unpacker.unpack()

@@ -261,9 +261,8 @@ def _stats(server) -> list[tuple[str, object]]:
         ("instantaneous_input_repl_kbps", "0.00"),
         ("instantaneous_output_repl_kbps", "0.00"),
         ("rejected_connections", stats["rejected_connections"]),
-        ("sync_full", 0),
-        ("sync_partial_ok", 0),
-        ("sync_partial_err", 0),
+        *(server.replication.stats.items() if server.replication is not None else
+          (("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0))),
         ("expired_keys", stats["expired_keys"]),
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),

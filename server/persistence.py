@@ -27,7 +27,6 @@ from persistence.aof_writer import AofWriter
 from protocol.reply import Error
 from storage.keyspace import Database
 
-from . import __version__
 from .client import LoadingClient
 
 log = logging.getLogger("millrace")
@@ -166,6 +165,8 @@ class Persistence:
         try:
             loaded = snapshot.read(path)
             self._install(loaded, expire=not aof_preamble)
+            if not aof_preamble:  # an AOF's increments go on past the base's offset: it says nothing of them
+                self._restore_replication(loaded)
         finally:
             gc.enable()
             self.server.loading = False
@@ -187,9 +188,26 @@ class Persistence:
             raise LoadError(f"the snapshot holds database {min(loaded.dbs)}, but databases is {len(server.keyspace)}")
         self.loaded_keys = loaded.keys - expired
         self.loaded_expired = expired
-        if loaded.replid:
+
+    def _restore_replication(self, loaded: snapshot.Snapshot) -> None:
+        """The replication ID and offset a snapshot recorded (Redis's RDB aux fields).
+
+        A replica takes them as its cached primary, so PSYNC continues where the
+        snapshot stopped. A primary keeps its fresh ID and makes the recorded one its
+        replid2, valid up to the recorded offset: replicas that stopped exactly
+        there continue, and one that saw writes this server has lost since (they
+        were never saved) cannot continue a history that now goes another way.
+        """
+        if not loaded.replid:
+            return
+        server = self.server
+        server.master_repl_offset = loaded.repl_offset
+        if server.config["replicaof"]:
             server.replid = loaded.replid
-            server.master_repl_offset = loaded.repl_offset
+            server.replication.stream_db = loaded.stream_db
+        elif server.replication is not None:
+            server.replication.replid2 = loaded.replid
+            server.replication.second_offset = loaded.repl_offset + 1
 
     def _open_aof_at_startup(self) -> None:
         os.makedirs(self.aof_dir, exist_ok=True)
@@ -323,7 +341,7 @@ class Persistence:
         """A base from the current keyspace: a snapshot, or commands when aof-use-rdb-preamble is no."""
         server = self.server
         if self.config["aof-use-rdb-preamble"]:
-            snapshot.write(path, snapshot.keyspace_dbs(server.keyspace), server.replid, server.master_repl_offset, __version__)
+            snapshot.write(path, snapshot.keyspace_dbs(server.keyspace), server.snapshot_header())
         else:
             from .rewrite import write_command_base
 
@@ -360,7 +378,7 @@ class Persistence:
         """SAVE: write the snapshot in the foreground."""
         server = self.server
         try:
-            snapshot.write(self.snapshot_path, snapshot.keyspace_dbs(server.keyspace), server.replid, server.master_repl_offset, __version__)
+            snapshot.write(self.snapshot_path, snapshot.keyspace_dbs(server.keyspace), server.snapshot_header())
         except OSError as exc:
             log.warning("Failed opening the temp RDB file for saving: %s", exc.strerror or exc)
             self.lastbgsave_status = "err"
@@ -385,9 +403,10 @@ class Persistence:
         self.lastbgsave_try = time.time()
         keyspace = snapshot.keyspace_dbs(server.keyspace)
         path = self.snapshot_path
+        header = server.snapshot_header()
 
         def work() -> None:
-            snapshot.write(path, keyspace, server.replid, server.master_repl_offset, __version__)
+            snapshot.write(path, keyspace, header)
 
         self._fork("rdb", path, work)
         log.info("Background saving started by pid %d", self.child.pid)

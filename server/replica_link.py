@@ -42,8 +42,10 @@ class MasterLink:
         self.last_io = time.time()
         self.down_since = time.time()
         self.sync_bytes = self.sync_read = 0
-        self.applied_ok = True
         self.last_ack = 0.0
+        self.client = LoadingClient(server)  # applies the stream; kept across partial resyncs, with its db
+        if server.replication.stream_db >= 0:  # restarted from a snapshot taken as a replica
+            self.client.db = server.keyspace[server.replication.stream_db]
 
     def start(self) -> None:
         self.task = self.server.loop.create_task(self._run())
@@ -110,7 +112,10 @@ class MasterLink:
             log.info("Full resync from master: %s:%s", new_id.decode(), new_offset.decode())
             self.state = "sync"
             data = await self._read_payload(reader)
-            self._load(data, new_id.decode(), int(new_offset))
+            stream_db = self._load(data, new_id.decode(), int(new_offset))
+            self.client = LoadingClient(server)
+            if stream_db >= 0:  # a replica's snapshot: its stream goes on in that db without a SELECT
+                self.client.db = server.keyspace[stream_db]
         elif reply.startswith(b"+CONTINUE"):
             words = reply.split()
             if len(words) > 1 and words[1].decode() != server.replid:
@@ -119,6 +124,7 @@ class MasterLink:
                 log.info("Master replication ID changed to %s", server.replid)
             log.info("Successful partial resynchronization with master.")
             replication.create_backlog()
+            self.client.multi = None  # a transaction cut by the lost link comes again whole
         else:
             raise ReplicationError(f"Unexpected reply to PSYNC from master: {reply.decode(errors='replace')}")
         self.state = "connected"
@@ -150,7 +156,7 @@ class MasterLink:
             return await reader.readexactly(size)
         raise ReplicationError(f"Bad protocol from MASTER, the first byte is not '$': {line[:20]!r}")
 
-    def _load(self, data: bytes, replid: str, offset: int) -> None:
+    def _load(self, data: bytes, replid: str, offset: int) -> int:
         """Replace the dataset with the snapshot (checked whole before anything is replaced)."""
         server = self.server
         loaded = snapshot.parse(data, f"<snapshot from {self.host}:{self.port}>")
@@ -169,13 +175,15 @@ class MasterLink:
         if persistence.aof is not None:  # Redis rewrites the AOF after a full sync: the old one describes other data
             persistence.rewrite_scheduled = True
         log.info("MASTER <-> REPLICA sync: Loading DB in memory done (%d keys)", loaded.keys)
+        return loaded.stream_db
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Apply what the primary sends, count its bytes, pass them on."""
         server = self.server
         replication = server.replication
-        client = LoadingClient(server)
-        buffer = b""
+        client = self.client
+        buffer = b""  # from the first byte not yet counted in our offset
+        parsed = 0  # where in buffer the next command starts
         self.send_ack()
         while True:
             chunk = await reader.read(1 << 16)
@@ -183,17 +191,22 @@ class MasterLink:
                 raise EOFError("the primary closed the connection")
             self.last_io = time.time()
             buffer += chunk
-            done = 0
+            server.clock()
+            counted = 0
             try:
-                for argv, end in aoffile.parse_commands(buffer, "<replication stream>"):
+                for argv, end in aoffile.parse_commands(buffer, "<replication stream>", parsed):
                     self._apply(client, argv)
-                    replication.feed_bytes(buffer[done:end])
-                    done = end
+                    parsed = end
+                    if client.multi is None:
+                        # Counted (and passed on) only outside a transaction, as Redis's reploff: a link
+                        # lost between MULTI and EXEC asks for the whole transaction again.
+                        replication.feed_bytes(buffer[counted:end])
+                        counted = end
             except aoffile.AofError as exc:
                 if not exc.truncated:
                     raise
-            buffer = buffer[done:]
-            server.clock()
+            buffer = buffer[counted:]
+            parsed -= counted
             if server.blocking.ready:
                 server.serve_ready()
 

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from persistence import snapshot
 from persistence.aof import encode_batch
 
-from . import __version__
-
 log = logging.getLogger("millrace")
 NULL_ID = "0" * 40
 EOF_MARK_SIZE = 40
@@ -74,6 +72,7 @@ class Replication:
         self.last_ping = 0.0
         self.good_replicas = 0
         self.stats = {"sync_full": 0, "sync_partial_ok": 0, "sync_partial_err": 0}
+        self.stream_db = -1  # a replica's: the db its primary's stream had selected when a snapshot was taken
 
     def install(self) -> None:
         server = self.server
@@ -143,6 +142,7 @@ class Replication:
         self.stats["sync_full"] += 1
         log.info("Full resync requested by replica %s", client.addr)
         link.state = "wait_bgsave"
+        server._propagated_db = -1  # the replica applies what follows the snapshot from db 0: name the db again
         server.flush_writes()  # nothing of ours may follow the child's bytes out of order
         client.transport.write(b"+FULLRESYNC %s %d\r\n" % (server.replid.encode(), server.master_repl_offset))
         self._send_snapshot_when_drained(link)
@@ -168,7 +168,7 @@ class Replication:
         fd = transport.get_extra_info("socket").fileno()
         dbs = snapshot.keyspace_dbs(server.keyspace)
         path = os.path.join(server.config["dir"], server.config["dbfilename"])
-        replid, offset = server.replid, server.master_repl_offset
+        header = server.snapshot_header()
         pid = os.fork()
         if pid == 0:
             code = 0
@@ -177,9 +177,9 @@ class Replication:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
                 if diskless:
-                    _send_diskless(fd, snapshot.iter_chunks(dbs, int(time.time() * 1000), replid, offset, __version__))
+                    _send_diskless(fd, snapshot.iter_chunks(dbs, header))
                 else:
-                    snapshot.write(path, dbs, replid, offset, __version__)
+                    snapshot.write(path, dbs, header)
                     _send_file(fd, path)
             except BaseException:
                 traceback.print_exc()

@@ -185,6 +185,16 @@ class Server:
         )
 
     def refuse(self, cmd: Command) -> None:
+    def snapshot_header(self):
+        """Where a snapshot taken now stands in the replication stream."""
+        from persistence.snapshot import Header
+
+        from . import __version__
+
+        master = self.replication.master if self.replication is not None else None
+        stream_db = master.client.db.id if master is not None else -1
+        return Header(self.replid, self.master_repl_offset, stream_db, __version__)
+
         """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN."""
         if self.oom and "denyoom" in cmd.flags:
             raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")

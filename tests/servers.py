@@ -73,9 +73,10 @@ class ServerProcess:
         self.log.close()
 
 
-def start_millrace(*args: str, workdir: str | None = None) -> ServerProcess:
+def start_millrace(*args: str, workdir: str | None = None, port: int | None = None) -> ServerProcess:
+    """Millrace on a free loopback port (or `port`, to restart a server where its peers look for it)."""
     workdir = workdir or tempfile.mkdtemp(prefix="millrace-")
-    port = free_port()
+    port = port or free_port()
     argv = [sys.executable, "-m", "server", "--port", str(port), "--dir", workdir, *args]
     return ServerProcess(argv, port, workdir, "millrace")
 

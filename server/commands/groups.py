@@ -610,8 +610,8 @@ def xclaim(ctx, argv):
     if last_id > group.last_id:
         group.last_id = last_id
         effects.append(setid_effect(key, group_name, group))
-    if delivery_time < 0 or delivery_time > now:
-        delivery_time = now
+    if (delivery_time < 0 or delivery_time > now) and not ctx.loading:
+        delivery_time = now  # a client's TIME in the future; a replica takes its primary's as it is (clocks differ)
     consumer, _created = group.consumer(argv[3], now)
     consumer.seen_time = now
     reply = []
