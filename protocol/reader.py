@@ -309,7 +309,7 @@ class RequestReader:
             self._fresh = False
             try:
                 argv = reader.gets()
-            except hiredis.ProtocolError:
+            except (hiredis.ProtocolError, TypeError):  # TypeError: a RESP3 map keyed by an aggregate (unhashable)
                 argv = None
             if type(argv) is list and argv and not reader.has_data():
                 try:  # requests are arrays of bulk strings only: a C-level join checks every argument
@@ -346,7 +346,7 @@ class RequestReader:
                             break
                         return commands, None
                     argv = reader.gets()
-            except hiredis.ProtocolError:
+            except (hiredis.ProtocolError, TypeError):  # TypeError: a RESP3 map keyed by an aggregate (unhashable)
                 argv = None
             if argv is False:  # a request is cut at the end of the read
                 try:
@@ -563,7 +563,7 @@ class RequestReader:
                 else:
                     # A top-level bulk, status, RESP3 map/set/push...: where Redis reads an inline line.
                     return self._resync(data, pos, commands, first, skipped, start, begun)
-        except hiredis.ProtocolError:
+        except (hiredis.ProtocolError, TypeError):  # TypeError: a RESP3 map keyed by an aggregate (unhashable)
             # Bytes that are no RESP type: an inline line where a command may
             # start, or garbage.
             return self._resync(data, pos, commands, first, skipped, start, begun)
