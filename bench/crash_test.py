@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -321,7 +322,8 @@ def check(conn: RawConnection, ledger: Ledger) -> Findings:
         entries = xrange_all(conn, key)
         length = conn.call("XLEN", key)
         if length != len(entries):
-            found.inconsistent.append(f"{key}: XRANGE - + gave {len(entries)} entries, XLEN says {length}")
+            again = len(xrange_all(conn, key))  # the same read once more: a passing state or a lasting one
+            found.inconsistent.append(f"{key}: XRANGE - + gave {len(entries)} entries, XLEN says {length}, the same XRANGE again gives {again}")
         for entry_id, flat in entries:
             fields = pairs(flat)
             tag = fields.get(b"t")
@@ -431,6 +433,9 @@ def main() -> int:
             errors = [client.record.error for client in clients if client.record.error]
             for client in clients:
                 client.record.merge_into(ledger)
+            before = f"{workdir}.before"  # the files as the kill left them, kept if this round fails
+            shutil.rmtree(before, ignore_errors=True)
+            shutil.copytree(workdir, before)
             server = start_server("millrace", *ARGS, millrace_root=millrace_root, workdir=workdir)
             with server.connect(timeout=120) as conn:
                 found = check(conn, ledger)
@@ -438,6 +443,9 @@ def main() -> int:
             for name, lines in totals.items():
                 lines.update(getattr(found, name))
             status = "ok" if not (found.lost or found.invented or found.inconsistent) else "FAIL"
+            if status == "FAIL" and not os.path.exists(f"{workdir}.failed-{round_no}"):
+                os.rename(before, f"{workdir}.failed-{round_no}")
+                status += f" (the files before this restart: {workdir}.failed-{round_no})"
             print(
                 f"kill {round_no:3d}: {status}, {sum(client.record.ops for client in clients)} replies"
                 f"{', during ' + background if background else ''}; lost {len(found.lost)}, invented {len(found.invented)}, inconsistent {len(found.inconsistent)}",
@@ -452,6 +460,7 @@ def main() -> int:
         return 2
     failed = any(totals.values())
     server.stop(keep_dir=failed)
+    shutil.rmtree(f"{workdir}.before", ignore_errors=True)
     if failed:
         print(f"the directory is kept for inspection: {workdir}")
     print(
