@@ -286,11 +286,15 @@ def test_group_follows_the_committed_offsets(server, db, specs, limit):
     last committed ID, its entries-read when the offset knows it, and the lag Redis derives from that."""
     live_of = _load(db, specs)
     names = list(live_of)
+    db.xgroup_create(names[0], "spark", id="0")  # already there: BUSYGROUP is no error
     reader = _reader(server.port, names, limit, None, group="spark")
     start = reader.initialOffset()
+    assert all(r["lag"] == -1 for r in reader.reportLatestOffset().values())  # no batch planned yet
     for name in names:
         group = next(g for g in db.xinfo_groups(name) if g["name"] == "spark")
         assert group["last-delivered-id"] == start[name]["id"]
+        if name != names[0]:  # created at 0-0 with ENTRIESREAD 0, not an unknown counter
+            assert group["entries-read"] == 0
     for _ in range(100):
         end = reader.latestOffset(start, ReadMaxRows(limit))
         if end == start:

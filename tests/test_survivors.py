@@ -297,6 +297,8 @@ def test_pending_summary_consumer_filter_end_bound_and_delconsumer():
     assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 2
     assert box("XPENDING", "s", "g") == [1, b"3-0", b"3-0", [[b"bob", b"1"]]]
     assert box("XGROUP", "DELCONSUMER", "s", "g", "alice") == 0
+    assert box("XGROUP", "CREATECONSUMER", "s", "g", "carol") == 1
+    assert box("XGROUP", "CREATECONSUMER", "s", "g", "carol") == 0
 
 
 @pytest.mark.parametrize(
@@ -323,7 +325,10 @@ def test_parse_id_reads_numbers_as_redis_string2ull_does():
     assert parse_id(b"1--9223372036854775809") == make_id(1, u64 - 9223372036854775809)  # beyond a long long
     assert parse_id(b"1-  5") == make_id(1, 5)
     assert parse_id(b"1- +5") == make_id(1, 5)
-    for refused in (b"1--5", b"1--9223372036854775808", b"1-18446744073709551616", b"1-5 ", b"1-", b"1-+", b"1-x"):
+    assert parse_id(b"1- 18446744073709551615") == make_id(1, u64 - 1)
+    assert parse_id(b"0" * 124 + b"1-1") == make_id(1, 1)  # 127 bytes
+    refused_ids = (b"1--5", b"1--9223372036854775808", b"1-18446744073709551616", b"1- 18446744073709551616")
+    for refused in (*refused_ids, b"1-5 ", b"1-", b"1-+", b"1-x", b"1- x5", b"1-X5", b"0" * 125 + b"1-1"):
         with pytest.raises(ReplyError, match="^ERR Invalid stream ID specified as stream command argument$"):
             parse_id(refused)
     assert parse_xadd_id(b"0" * 124 + b"9-*") == (9, None)  # 127 bytes
