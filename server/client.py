@@ -50,6 +50,7 @@ class Client(asyncio.Protocol):
         "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip",
+        "channels", "patterns", "subscribed", "obuf_soft_since",
     )
 
     def __init__(self, server: Server) -> None:
@@ -90,6 +91,10 @@ class Client(asyncio.Protocol):
         self.replica = None  # the ReplicaLink once this connection is a replica (after PSYNC)
         self.repl_port = 0  # REPLCONF listening-port / ip-address, before PSYNC
         self.repl_ip = ""
+        self.channels: dict[bytes, None] = {}  # SUBSCRIBEd channels, in order (server.pubsub holds the reverse map)
+        self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
+        self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run
+        self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -124,6 +129,8 @@ class Client(asyncio.Protocol):
             server.blocking.unpark(self.blocked)
             self.blocked = None
         self.unwatch()
+        if self.channels or self.patterns:
+            server.pubsub.drop(self)
         if self.monitor and self in server.monitors:
             server.monitors.remove(self)
         if self.replica is not None:
@@ -145,7 +152,7 @@ class Client(asyncio.Protocol):
         server = self.server
         self.last_interaction = server.now = _time_ns() // 1_000_000
         server.net_input_bytes += len(data)
-        argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending else None
+        argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.subscribed else None
         if argv is None:
             commands, error = self.reader.feed(data)
             if error is not None or not self.authenticated:
@@ -257,6 +264,7 @@ class Client(asyncio.Protocol):
             if (
                 cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args
                 and self.multi is None and self.authenticated and server.pause is None and not server.refusing
+                and not self.subscribed
             ):
                 reply = call(self, cmd, argv)
             else:
@@ -344,6 +352,11 @@ class Client(asyncio.Protocol):
     def set_resp(self, version: int) -> None:
         self.resp = version
         self.encode = encode3 if version == 3 else encode2
+        self.update_subscribed()
+
+    def update_subscribed(self) -> None:
+        """Redis's RESP2 subscribed context: any subscription, over RESP2 (RESP3 pushes beside replies)."""
+        self.subscribed = self.resp == 2 and bool(self.channels or self.patterns)
 
     def queue(self, cmd, argv: list[bytes]):
         self.multi.append((cmd, argv))

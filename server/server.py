@@ -23,6 +23,7 @@ from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .dirty import RULES as DIRTY_RULES
+from .pubsub import PubSub
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
 
@@ -37,6 +38,8 @@ QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsu
 # change to WATCH: Redis calls signalKeyAsReady, not signalModifiedKey, for them (XGROUP CREATE
 # touches WATCH only when MKSTREAM creates the key).
 READY_ONLY_EFFECTS = frozenset({"xgroup|create", "xgroup|destroy"})
+# What a RESP2 client with subscriptions may run (Redis's processCommand).
+SUBSCRIBED_CONTEXT = frozenset({"subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "ping", "quit", "reset"})
 BLOCKED = object()  # execute() result: the client is now waiting
 
 
@@ -53,7 +56,7 @@ class Server:
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
-        "refusing", "replid", "master_repl_offset", "replication",
+        "refusing", "replid", "master_repl_offset", "replication", "pubsub",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -115,6 +118,7 @@ class Server:
         self.replid = self.run_id[:40]  # the replication ID and offset a snapshot records
         self.master_repl_offset = 0
         self.replication = None  # server.replication.Replication, installed by the command line
+        self.pubsub = PubSub(self)  # channel and pattern subscriptions, keyspace notifications
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -152,6 +156,10 @@ class Server:
                 raise ReplyError("NOAUTH Authentication required.")
             if self.refusing and not client.loading:
                 self.refuse(cmd)
+            if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
+                raise ReplyError(
+                    f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+                )
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
@@ -336,19 +344,59 @@ class Server:
             batch += effects
         self._emit(batch)
 
+    def propagate_replicas(self, effects: Effects) -> None:
+        """Commands Redis propagates to replicas only (PROPAGATE_REPL: PUBLISH), never to the AOF.
+
+        They name no key, so they go without a SELECT and leave the shared stream's database as it
+        is; inside EXEC they wait for the transaction's own effects and follow them.
+        """
+        if self._exec_effects is not None:
+            self._exec_effects.append((-1, effects))
+        elif self.replication is not None:
+            self.replication.feed(effects)
+
     def begin_exec(self) -> None:
         self._exec_effects = []
 
     def end_exec(self) -> None:
         """An EXEC's effects go out once, as one MULTI/EXEC, whatever databases they touched."""
         collected, self._exec_effects = self._exec_effects, None
-        if not collected or not self.effect_listeners:
+        if not collected:
             return
-        batch: Effects = [[b"MULTI"]]
+        if all(db >= 0 for db, _ in collected):
+            if self.effect_listeners:
+                batch: Effects = [[b"MULTI"]]
+                for db, effects in collected:
+                    self._select(db, batch).extend(effects)
+                batch.append([b"EXEC"])
+                self._emit(batch)
+            return
+        self._end_exec_with_replica_only(collected)
+
+    def _end_exec_with_replica_only(self, collected: list[tuple[int, Effects]]) -> None:
+        """A transaction that PUBLISHed: replicas get its commands in order inside MULTI/EXEC, the AOF
+        the same without them (Redis propagates each with its own targets, the MULTI/EXEC to both)."""
+        replicas: Effects = [[b"MULTI"]]
+        aof: Effects = [[b"MULTI"]]
         for db, effects in collected:
-            self._select(db, batch).extend(effects)
-        batch.append([b"EXEC"])
-        self._emit(batch)
+            if db < 0:
+                replicas += effects
+            else:
+                keyed = self._select(db, []) + effects
+                aof += keyed
+                replicas += keyed
+        if len(aof) == 1:  # only replica-only commands: no transaction for the AOF
+            replicas = replicas[1:] if len(replicas) == 2 else replicas + [[b"EXEC"]]
+            aof = []
+        else:
+            aof.append([b"EXEC"])
+            replicas.append([b"EXEC"])
+        feed = self.replication.feed if self.replication is not None else None
+        for listener in self.effect_listeners:
+            if listener == feed:
+                listener(replicas)
+            elif aof:
+                listener(aof)
 
     def _select(self, db: int, batch: Effects) -> Effects:
         """Add a SELECT to batch when the propagated stream is in another database."""

@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     keyspace,
     memory,
     persistence,
+    pubsub,
     replication,
     server,
     streams,

@@ -24,6 +24,8 @@ def client_flags(client) -> str:
     flags = ""
     if client.monitor:
         flags += "O"
+    if client.channels or client.patterns:
+        flags += "P"
     if client.multi is not None:
         flags += "x"
     if client.blocked is not None:
@@ -66,7 +68,7 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
         f"id={client.id} addr={client.addr} laddr={client.laddr} fd={client.fd} "
         f"name={client.name.decode('latin-1')} age={int(now - client.created)} "
         f"idle={int(now - client.last_interaction / 1000)} flags={client_flags(client)} db={client.db.id} "
-        f"sub=0 psub=0 ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
+        f"sub={len(client.channels)} psub={len(client.patterns)} ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
         f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll=0 omem={obl} tot-mem={16384 + obl} "
         f"events=r cmd={cmd_name} user=default redir=-1 resp={client.resp} "
         f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')}"

@@ -48,6 +48,8 @@ def ping(ctx, argv):
     """PING [message] -> +PONG, or the message as a bulk string."""
     if len(argv) > 2:
         raise ReplyError("ERR wrong number of arguments for 'ping' command")
+    if ctx.subscribed:  # RESP2 subscribed context: Redis answers as a pub/sub message
+        return [b"pong", argv[1] if len(argv) == 2 else b""]
     return argv[1] if len(argv) == 2 else PONG
 
 
@@ -138,6 +140,7 @@ def reset(ctx, argv):
     ctx.multi = None
     ctx.multi_error = False
     ctx.unwatch()
+    server.pubsub.drop(ctx)
     ctx.db = server.keyspace[0]
     ctx.set_resp(2)
     ctx.authenticated = not server.config["requirepass"]

@@ -26,9 +26,10 @@ CATEGORY_ORDER = (
     "keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap", "hyperloglog", "geo",
     "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection", "transaction", "scripting",
 )  # fmt: skip
+# (@pubsub comes from the pubsub flag alone, as in Redis: PUBSUB HELP is in the group, not the category.)
 GROUP_CATEGORY = {
     "generic": "keyspace", "string": "string", "stream": "stream", "list": "list", "hash": "hash", "set": "set",
-    "sorted-set": "sortedset", "pubsub": "pubsub", "connection": "connection", "transactions": "transaction",
+    "sorted-set": "sortedset", "connection": "connection", "transactions": "transaction",
     "scripting": "scripting", "bitmap": "bitmap", "hyperloglog": "hyperloglog", "geo": "geo",
 }  # fmt: skip
 

@@ -217,6 +217,8 @@ def install_config_listeners(server) -> None:
             server.update_refusing()
         elif name == "min-replicas-to-write":
             server.update_refusing()
+        elif name in ("notify-keyspace-events", "client-output-buffer-limit"):
+            server.pubsub.config_changed(name)
 
     server.config.listeners.append(changed)
 

@@ -1,0 +1,192 @@
+"""Pub/Sub state: who listens to which channel or pattern, and delivery to them.
+
+As Redis's pubsub.c: a server-wide map of channel -> subscribers and pattern ->
+subscribers (insertion-ordered, so PUBLISH delivers in subscription order),
+mirrored on each client as its own channels and patterns. A message is encoded
+once per protocol version and queued on each receiver like any reply; a
+subscriber whose unread output passes `client-output-buffer-limit pubsub` is
+dropped as Redis's checkClientOutputBufferLimits drops it.
+
+Keyspace notifications (notify.c) are publishes too: `notify` builds the
+`__keyspace@<db>__:<key>` and `__keyevent@<db>__:<event>` messages for the
+classes `notify-keyspace-events` enables.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from storage.glob import compile_pattern
+
+log = logging.getLogger("millrace")
+
+# Keyspace event classes, Redis's NOTIFY_* bits by their notify-keyspace-events characters.
+NOTIFY_KEYSPACE, NOTIFY_KEYEVENT = 1, 2
+NOTIFY_CLASSES = {"K": 1, "E": 2, "g": 4, "$": 8, "l": 16, "s": 32, "h": 64, "z": 128, "x": 256, "e": 512,
+                  "n": 1024, "t": 2048, "m": 4096, "d": 8192}
+NOTIFY_ALL = sum(NOTIFY_CLASSES[c] for c in "g$lshzxetd")
+GENERIC, STRING, EXPIRED, NEW, STREAM, KEY_MISS = (NOTIFY_CLASSES[c] for c in "g$xntm")
+
+
+def notify_flags(text: str) -> int:
+    """notify-keyspace-events as Redis's keyspaceEventsStringToFlags reads it (already validated)."""
+    flags = 0
+    for char in text:
+        flags |= NOTIFY_ALL if char == "A" else NOTIFY_CLASSES.get(char, 0)
+    return flags
+
+
+def _message(kind: bytes, *parts: bytes) -> tuple[bytes, bytes]:
+    """A message's RESP2 array and RESP3 push form."""
+    body = b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in (kind, *parts))
+    count = len(parts) + 1
+    return b"*%d\r\n" % count + body, b">%d\r\n" % count + body
+
+
+class PubSub:
+    """Channel and pattern subscriptions of all clients: `server.pubsub`."""
+
+    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "output_limits")
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.channels: dict[bytes, dict] = {}  # channel -> {client: None}, in subscription order
+        self.patterns: dict[bytes, dict] = {}  # pattern -> {client: None}
+        self.matchers: dict[bytes, object] = {}  # pattern -> its compiled glob
+        self.flags = notify_flags(server.config["notify-keyspace-events"])
+        self.output_limits = self.limits()
+
+    def config_changed(self, name: str) -> None:
+        """CONFIG SET of a parameter read here: cached, as reading it per message would cost."""
+        if name == "notify-keyspace-events":
+            self.flags = notify_flags(self.server.config[name])
+        elif name == "client-output-buffer-limit":
+            self.output_limits = self.limits()
+
+    # -- subscriptions -------------------------------------------------------------
+
+    def subscribe(self, client, channel: bytes) -> bool:
+        """Add a subscription; False if client already had it."""
+        if channel in client.channels:
+            return False
+        client.channels[channel] = None
+        self.channels.setdefault(channel, {})[client] = None
+        client.update_subscribed()
+        return True
+
+    def unsubscribe(self, client, channel: bytes) -> bool:
+        if client.channels.pop(channel, 0) is not None:
+            return False
+        subscribers = self.channels[channel]
+        del subscribers[client]
+        if not subscribers:
+            del self.channels[channel]
+        client.update_subscribed()
+        return True
+
+    def psubscribe(self, client, pattern: bytes) -> bool:
+        if pattern in client.patterns:
+            return False
+        client.patterns[pattern] = None
+        subscribers = self.patterns.get(pattern)
+        if subscribers is None:
+            subscribers = self.patterns[pattern] = {}
+            self.matchers[pattern] = compile_pattern(pattern)
+        subscribers[client] = None
+        client.update_subscribed()
+        return True
+
+    def punsubscribe(self, client, pattern: bytes) -> bool:
+        if client.patterns.pop(pattern, 0) is not None:
+            return False
+        subscribers = self.patterns[pattern]
+        del subscribers[client]
+        if not subscribers:
+            del self.patterns[pattern]
+            del self.matchers[pattern]
+        client.update_subscribed()
+        return True
+
+    def drop(self, client) -> None:
+        """A client leaves (disconnect, RESET): its subscriptions go, with no replies."""
+        for channel in list(client.channels):
+            self.unsubscribe(client, channel)
+        for pattern in list(client.patterns):
+            self.punsubscribe(client, pattern)
+
+    # -- delivery --------------------------------------------------------------------
+
+    def publish(self, channel: bytes, message: bytes) -> int:
+        """Deliver to the channel's subscribers, then to matching patterns' (Redis's order); the receiver count."""
+        receivers = 0
+        subscribers = self.channels.get(channel)
+        if subscribers:
+            forms = _message(b"message", channel, message)
+            for client in list(subscribers):
+                self.deliver(client, forms)
+            receivers += len(subscribers)
+        if self.patterns:
+            for pattern, subscribers in list(self.patterns.items()):
+                if not self.matchers[pattern](channel):
+                    continue
+                forms = _message(b"pmessage", pattern, channel, message)
+                for client in list(subscribers):
+                    self.deliver(client, forms)
+                receivers += len(subscribers)
+        return receivers
+
+    def deliver(self, client, forms: tuple[bytes, bytes]) -> None:
+        if client.transport is None:
+            return
+        data = forms[client.resp == 3]
+        client.send([data])
+        self.check_output_limit(client)
+
+    def check_output_limit(self, client) -> None:
+        """client-output-buffer-limit pubsub: drop a subscriber whose unread output passes the hard
+        limit, or stays over the soft limit for its seconds (Redis's checkClientOutputBufferLimits)."""
+        hard, soft, seconds = self.output_limits
+        if not hard and not soft:
+            return
+        transport = client.transport
+        size = transport.get_write_buffer_size() + sum(map(len, client.output))
+        over = hard and size >= hard
+        if not over and soft and size >= soft:
+            now = time.monotonic()
+            if not client.obuf_soft_since:
+                client.obuf_soft_since = now
+            over = now - client.obuf_soft_since >= seconds
+        elif not over:
+            client.obuf_soft_since = 0.0
+        if over:
+            from .commands.client import client_info
+
+            log.warning("Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", client_info(client))
+            stats = self.server.stats
+            stats["client_output_buffer_limit_disconnections"] = stats.get("client_output_buffer_limit_disconnections", 0) + 1
+            client.output = []
+            self.drop(client)
+            transport.abort()
+
+    def limits(self) -> tuple[int, int, int]:
+        """client-output-buffer-limit's pubsub class: hard and soft bytes, soft seconds."""
+        from .config import parse_memory
+
+        words = str(self.server.config["client-output-buffer-limit"]).split()
+        for index in range(0, len(words) - 3, 4):
+            if words[index] == "pubsub":
+                return parse_memory(words[index + 1]) or 0, parse_memory(words[index + 2]) or 0, int(words[index + 3])
+        return 32 << 20, 8 << 20, 60
+
+    # -- keyspace notifications --------------------------------------------------------
+
+    def notify(self, cls: int, event: str, key: bytes, db: int) -> None:
+        """Redis's notifyKeyspaceEvent: publish the event if its class is enabled."""
+        flags = self.flags
+        if not flags & cls:
+            return
+        if flags & NOTIFY_KEYSPACE:
+            self.publish(b"__keyspace@%d__:%s" % (db, key), event.encode())
+        if flags & NOTIFY_KEYEVENT:
+            self.publish(b"__keyevent@%d__:%s" % (db, event.encode()), key)
