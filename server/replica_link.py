@@ -43,6 +43,7 @@ class MasterLink:
         self.down_since = time.time()
         self.sync_bytes = self.sync_read = 0
         self.last_ack = 0.0
+        self.full_resync = False  # set when the stream could not be applied: the next PSYNC asks for a snapshot
         self.client = LoadingClient(server)  # applies the stream; kept across partial resyncs, with its db
         if server.replication.stream_db >= 0:  # restarted from a snapshot taken as a replica
             self.client.db = server.keyspace[server.replication.stream_db]
@@ -65,6 +66,11 @@ class MasterLink:
             except asyncio.CancelledError:
                 raise
             except (OSError, EOFError, asyncio.IncompleteReadError, ReplicationError, snapshot.SnapshotError, aoffile.AofError) as exc:
+                if isinstance(exc, (ReplicationError, aoffile.AofError)) and self.state == "connected":
+                    # the stream had something we cannot apply: continuing would meet it again, or
+                    # diverge silently; ask for a full resync instead
+                    log.warning("Bad stream from the master (%s): asking for a full resynchronization", exc)
+                    self.full_resync = True
                 if self.state == "connected":
                     log.warning("Connection with master lost: %s", exc or type(exc).__name__)
                 else:
@@ -103,16 +109,21 @@ class MasterLink:
                 raise ReplicationError(f"Unable to AUTH to MASTER: {reply.decode(errors='replace')}")
         await call(b"REPLCONF", b"listening-port", b"%d" % server.port)
         await call(b"REPLCONF", b"capa", b"eof", b"capa", b"psync2")
-        replid, offset = server.replid, server.master_repl_offset
-        log.info("Trying a partial resynchronization (request %s:%d).", replid, offset + 1)
-        reply = await call(b"PSYNC", replid.encode(), b"%d" % (offset + 1))
+        if self.full_resync:
+            log.info("Partial resynchronization not possible (no cached master)")
+            reply = await call(b"PSYNC", b"?", b"-1")
+        else:
+            replid, offset = server.replid, server.master_repl_offset
+            log.info("Trying a partial resynchronization (request %s:%d).", replid, offset + 1)
+            reply = await call(b"PSYNC", replid.encode(), b"%d" % (offset + 1))
         replication = server.replication
         if reply.startswith(b"+FULLRESYNC"):
             _, new_id, new_offset = reply.split()
             log.info("Full resync from master: %s:%s", new_id.decode(), new_offset.decode())
             self.state = "sync"
-            data = await self._read_payload(reader)
+            data, leftover = await self._read_payload(reader)
             stream_db = self._load(data, new_id.decode(), int(new_offset))
+            self.full_resync = False
             self.client = LoadingClient(server)
             if stream_db >= 0:  # a replica's snapshot: its stream goes on in that db without a SELECT
                 self.client.db = server.keyspace[stream_db]
@@ -122,6 +133,7 @@ class MasterLink:
                 replication.shift_replid()
                 server.replid = words[1].decode()
                 log.info("Master replication ID changed to %s", server.replid)
+            leftover = b""
             log.info("Successful partial resynchronization with master.")
             replication.create_backlog()
             self.client.multi = None  # a transaction cut by the lost link comes again whole
@@ -130,10 +142,11 @@ class MasterLink:
         self.state = "connected"
         self.last_io = time.time()
         log.info("MASTER <-> REPLICA sync: Finished with success")
-        await self._stream(reader, writer)
+        await self._stream(reader, writer, leftover)
 
-    async def _read_payload(self, reader: asyncio.StreamReader) -> bytes:
-        """The snapshot after +FULLRESYNC: `$EOF:<mark>` ... mark, or `$<length>` and that many bytes."""
+    async def _read_payload(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+        """The snapshot after +FULLRESYNC (`$EOF:<mark>` ... mark, or `$<length>` and that many bytes),
+        and any stream bytes read past its end."""
         line = await reader.readline()
         while line == b"\n":  # the primary's keep-alive newlines while it prepares the snapshot
             line = await reader.readline()
@@ -143,17 +156,19 @@ class MasterLink:
             if len(mark) != 40:
                 raise ReplicationError("bad EOF mark from master")
             data = bytearray()
-            while not data.endswith(mark):
+            while True:
                 chunk = await reader.read(1 << 20)
                 if not chunk:
                     raise EOFError("the link was dropped during the snapshot")
                 data += chunk
                 self.sync_read = len(data)
-            return bytes(data[: -len(mark)])
+                end = data.find(mark, max(0, len(data) - len(chunk) - len(mark)))
+                if end >= 0:  # the stream may follow in the same read: it is the stream's
+                    return bytes(data[:end]), bytes(data[end + len(mark) :])
         if line.startswith(b"$"):
             size = int(line[1:])
             self.sync_bytes = size
-            return await reader.readexactly(size)
+            return await reader.readexactly(size), b""
         raise ReplicationError(f"Bad protocol from MASTER, the first byte is not '$': {line[:20]!r}")
 
     def _load(self, data: bytes, replid: str, offset: int) -> int:
@@ -177,7 +192,7 @@ class MasterLink:
         log.info("MASTER <-> REPLICA sync: Loading DB in memory done (%d keys)", loaded.keys)
         return loaded.stream_db
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes) -> None:
         """Apply what the primary sends, count its bytes, pass them on."""
         server = self.server
         replication = server.replication
@@ -186,11 +201,11 @@ class MasterLink:
         parsed = 0  # where in buffer the next command starts
         self.send_ack()
         while True:
-            chunk = await reader.read(1 << 16)
+            chunk, first = (first, b"") if first else (await reader.read(1 << 16), b"")
             if not chunk:
                 raise EOFError("the primary closed the connection")
-            self.last_io = time.time()
             buffer += chunk
+            self.last_io = time.time()
             server.clock()
             counted = 0
             try:

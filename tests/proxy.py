@@ -5,6 +5,7 @@ from __future__ import annotations
 import selectors
 import socket
 import threading
+import time
 
 from tests.servers import free_port
 
@@ -37,11 +38,14 @@ class Proxy:
             for sock in current - registered:
                 selector.register(sock, selectors.EVENT_READ)
             registered = current
+            if self.stalled.is_set():  # the data waits unread (a readable socket would make select spin)
+                time.sleep(0.01)
+                continue
             for key, _ in selector.select(0.02):
                 sock = key.fileobj
                 if sock is self.listener:
                     self._accept()
-                elif not self.stalled.is_set():
+                else:
                     self._forward(sock)
 
     def _accept(self) -> None:
