@@ -351,6 +351,7 @@ def test_streaming_partitions_follow_num_partitions(server, db, num_partitions, 
         ({"startingOffsets": '{"s": "3-0"}'}, 3, ("3-0", -1)),
         ({"startingOffsets": '{"s": "6-0"}'}, None, ("6-0", 6)),  # at the tail: the counter is known
         ({"startingOffsets": '{"s": "earliest"}', "startingTimestamp": "3"}, 2, ("2-18446744073709551615", -1)),
+        ({"startingOffsets": "latest", "startingTimestamp": "3"}, 2, ("2-18446744073709551615", -1)),  # the time wins
         ({"startingOffsets": "earliest"}, 0, ("0-0", 0)),
     ],
 )
@@ -362,6 +363,9 @@ def test_starting_positions(server, db, options, first_read, offset):
     start = reader.initialOffset()
     assert (start["s"]["id"], start["s"]["entries_read"]) == offset
     later = [parse_id(db.xadd("s", {"n": n}, id=f"{n}-0")) for n in (7, 8)]
+    first = reader.latestOffset(start, ReadMaxRows(1))  # one entry on: its counter, or still unknown
+    read = start["s"]["entries_read"]
+    assert first["s"]["entries_read"] == (read + 1 if read >= 0 else -1)
     got, sizes = _run(db, reader, 3, start=start)
     assert got == {"s": (ids[first_read:] if first_read is not None else []) + later}
     assert all(size <= 3 for size in sizes)
