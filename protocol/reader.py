@@ -123,7 +123,7 @@ def split_args(line: bytes) -> list[bytes]:
                     break
                 else:
                     current.append(c)
-            elif c in b" \t\n\r\v\f\x00":
+            elif c in b" \t\n\r\x00":  # sdssplitargs: \v and \f are skipped between tokens, kept inside one
                 break
             elif c == 0x22:
                 quote = 1
