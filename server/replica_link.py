@@ -16,6 +16,8 @@ import asyncio
 import logging
 import time
 
+import hiredis
+
 from persistence import aof as aoffile
 from persistence import snapshot
 from protocol.reply import Error
@@ -44,6 +46,7 @@ class MasterLink:
         self.sync_bytes = self.sync_read = 0
         self.last_ack = 0.0
         self.full_resync = False  # set when the stream could not be applied: the next PSYNC asks for a snapshot
+        self.ack_asked = False  # the primary sent REPLCONF GETACK in the read being applied
         self.client = LoadingClient(server)  # applies the stream; kept across partial resyncs, with its db
         if server.replication.stream_db >= 0:  # restarted from a snapshot taken as a replica
             self.client.db = server.keyspace[server.replication.stream_db]
@@ -197,48 +200,62 @@ class MasterLink:
         server = self.server
         replication = server.replication
         client = self.client
-        buffer = b""  # from the first byte not yet counted in our offset
-        parsed = 0  # where in buffer the next command starts
+        parser = hiredis.Reader()  # our primary's stream is canonical RESP: each command's size is computed
+        raw = b""  # stream bytes not yet counted in our offset
+        parsed = 0  # of them, those of commands already applied (inside an open MULTI)
         self.send_ack()
         while True:
             chunk, first = (first, b"") if first else (await reader.read(1 << 16), b"")
             if not chunk:
                 raise EOFError("the primary closed the connection")
-            buffer += chunk
             self.last_io = time.time()
             server.clock()
+            raw += chunk
+            parser.feed(chunk)
             counted = 0
+            self.ack_asked = False
             try:
-                for argv, end in aoffile.parse_commands(buffer, "<replication stream>", parsed):
+                while (argv := parser.gets()) is not False:
+                    if type(argv) is not list or not argv or not all(type(arg) is bytes for arg in argv):
+                        raise ReplicationError(f"unexpected data in the replication stream: {argv!r:.80}")
                     self._apply(client, argv)
-                    parsed = end
+                    parsed += _encoded_size(argv)
                     if client.multi is None:
-                        # Counted (and passed on) only outside a transaction, as Redis's reploff: a link
-                        # lost between MULTI and EXEC asks for the whole transaction again.
-                        replication.feed_bytes(buffer[counted:end])
-                        counted = end
-            except aoffile.AofError as exc:
-                if not exc.truncated:
-                    raise
-            buffer = buffer[counted:]
-            parsed -= counted
+                        # Counted only outside a transaction, as Redis's reploff: a link lost between
+                        # MULTI and EXEC asks for the whole transaction again.
+                        counted = parsed
+            except hiredis.ProtocolError as exc:
+                raise ReplicationError(f"protocol error in the replication stream: {exc}") from None
+            finally:
+                if counted:  # counted and passed on once per read
+                    replication.feed_bytes(raw[:counted])
+                    raw = raw[counted:]
+                    parsed -= counted
+            replication.flush()
+            if self.ack_asked:  # GETACK: answered with the offset of everything this read applied
+                self.send_ack()
             if server.blocking.ready:
                 server.serve_ready()
 
     def _apply(self, client, argv: list[bytes]) -> None:
         name = argv[0].lower()
         if name == b"replconf" and len(argv) > 1 and argv[1].lower() == b"getack":
-            self.send_ack(pending=True)
+            self.ack_asked = True
             return
         if name == b"ping":
             return
-        if self.server.lookup_command(argv[0]) is None:
+        server = self.server
+        cmd = server.commands.get(argv[0]) or server.lookup_command(argv[0])
+        if cmd is None:
             raise ReplicationError(f"unknown command '{argv[0].decode(errors='replace')}' from the primary")
-        reply = self.server.execute(client, argv)
+        if not cmd.subcommands and client.multi is None and cmd.min_args <= len(argv) <= cmd.max_args:
+            reply = server.call(client, cmd, argv)  # what execute() would check cannot stop a loading client
+        else:
+            reply = server.execute(client, argv)
         if type(reply) is Error:
             log.warning("A command from the primary failed: %s (%s)", reply, b" ".join(argv[:3]).decode(errors="replace"))
 
-    def send_ack(self, pending: bool = False) -> None:
+    def send_ack(self) -> None:
         """REPLCONF ACK <offset> FACK <offset fsynced to our AOF>."""
         writer = self.writer
         if writer is None or self.state != "connected":
@@ -317,3 +334,12 @@ def become_primary(server) -> None:
     server._propagated_db = -1
     server.update_refusing()
     log.info("MASTER MODE enabled (user request from '%s')", "REPLICAOF NO ONE")
+
+
+def _encoded_size(argv: list[bytes]) -> int:
+    """Bytes of argv as a canonical RESP array of bulk strings (what the primary sent)."""
+    size = 3 + len(str(len(argv)))
+    for arg in argv:
+        n = len(arg)
+        size += n + 5 + len(str(n))
+    return size

@@ -49,6 +49,7 @@ class ReplicaLink:
     ip: str = ""
     pending: list[bytes] = field(default_factory=list)  # the stream while its snapshot is being sent
     pending_size: int = 0
+    sent: int = 0  # the stream offset this replica has been sent up to, once online
     child: int = 0  # the pid sending its snapshot
     soft_since: float = 0.0  # over the soft output limit since
 
@@ -73,6 +74,7 @@ class Replication:
         self.good_replicas = 0
         self.stats = {"sync_full": 0, "sync_partial_ok": 0, "sync_partial_err": 0}
         self.stream_db = -1  # a replica's: the db its primary's stream had selected when a snapshot was taken
+        self.flushed = 0  # the stream offset every replica has been sent (or buffered) up to
 
     def install(self) -> None:
         server = self.server
@@ -89,28 +91,47 @@ class Replication:
         self.feed_bytes(encode_batch(batch))
 
     def feed_bytes(self, data: bytes) -> None:
+        """Append to the stream; replicas get it in one write per loop turn (`flush`)."""
         backlog = self.backlog
+        self.server.master_repl_offset += len(data)
         if backlog is None:
-            self.server.master_repl_offset += len(data)
+            self.flushed = self.server.master_repl_offset
             return
         backlog += data
-        self.server.master_repl_offset += len(data)
         size = self.server.config["repl-backlog-size"]
         if len(backlog) > 2 * size:  # trim in steps: deleting from the front costs a copy
+            self.flush()  # nothing unsent may be cut
             cut = len(backlog) - size
             del backlog[:cut]
             self.backlog_off += cut
+
+    def flush(self) -> None:
+        """Send what the stream gained since the last flush: to online replicas, or into the buffer
+        of those still receiving their snapshot (Redis writes replicas in beforeSleep too)."""
+        end = self.server.master_repl_offset
+        if self.flushed >= end:
+            return
+        backlog = self.backlog
+        if backlog is None:
+            self.flushed = end
+            return
+        chunk = bytes(backlog[self.flushed + 1 - self.backlog_off :])
         for link in self.replicas:
             if link.state == "online":
-                link.client.send([data])
+                if link.sent < end:
+                    data = chunk if link.sent == self.flushed else bytes(backlog[link.sent + 1 - self.backlog_off :])
+                    link.client.send([data])
+                    link.sent = end
             else:
-                link.pending.append(data)
-                link.pending_size += len(data)
+                link.pending.append(chunk)
+                link.pending_size += len(chunk)
+        self.flushed = end
 
     def create_backlog(self) -> None:
         if self.backlog is None:
             self.backlog = bytearray()
             self.backlog_off = self.server.master_repl_offset + 1
+            self.flushed = self.server.master_repl_offset
             self.server._propagated_db = -1  # the stream a replica reads starts with a SELECT
 
     def backlog_has(self, offset: int) -> bool:
@@ -127,11 +148,13 @@ class Replication:
         server = self.server
         link = self._link(client)
         self.create_backlog()
+        self.flush()  # what the others are owed goes first: this one starts from here
         same_history = replid == server.replid or (replid == self.replid2 and offset <= self.second_offset)
         if same_history and self.backlog_has(offset):
             start = offset - self.backlog_off
             client.send([b"+CONTINUE %s\r\n" % server.replid.encode(), bytes(self.backlog[start:])])
             link.state = "online"
+            link.sent = server.master_repl_offset
             self.stats["sync_partial_ok"] += 1
             log.info("Partial resynchronization request from %s accepted. Sending %d bytes of backlog starting from offset %d.",
                      client.addr, server.master_repl_offset + 1 - offset, offset)
@@ -205,8 +228,10 @@ class Replication:
                 log.warning("Snapshot transfer to replica %s failed", link.client.addr)
                 link.client.kill()
                 continue
+            self.flush()  # up to now into its buffer, then all of it at once
             link.state = "online"
             link.ack_time = time.time()
+            link.sent = self.flushed
             log.info("Synchronization with replica %s succeeded", link.client.addr)
             if link.pending:
                 link.client.send(link.pending)
@@ -251,6 +276,7 @@ class Replication:
         """REPLCONF GETACK * into the stream (Redis does it before sleeping when clients WAIT)."""
         if self.replicas and self.master is None:
             self.feed_bytes(encode_batch([[b"REPLCONF", b"GETACK", b"*"]]))
+            self.flush()
 
     def wake_waiters(self) -> None:
         from .commands.replication import WAIT_KEY
@@ -267,11 +293,13 @@ class Replication:
     def cron(self) -> None:
         server = self.server
         self.check_children()
+        self.flush()
         now = time.time()
         config = server.config
         if self.master is None and self.replicas and now - self.last_ping >= config["repl-ping-replica-period"]:
             self.last_ping = now
             self.feed_bytes(encode_batch([[b"PING"]]))
+            self.flush()
         timeout = config["repl-timeout"]
         hard, soft, seconds = _replica_limits(config)
         for link in list(self.replicas):
