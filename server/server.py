@@ -442,6 +442,9 @@ class Server:
 
     # -- blocking ----------------------------------------------------------
 
+        replication = self.replication
+        if replication is not None and replication.flushed != self.master_repl_offset:
+            replication.flush()  # one write per replica and turn
     def block(self, client, cmd: Command, block: Block):
         """Park client on block's keys, or answer at once where Redis never blocks."""
         if block.effects:
