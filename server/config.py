@@ -85,6 +85,13 @@ _NOTIFY_CLASSES = "g$lshzxetdn"
 _NOTIFY_ALL = frozenset("g$lshzxetd")
 
 
+class NotifyClasses(str):
+    """notify-keyspace-events as Redis prints it, carrying every class that was set: the printed
+    form drops `n` beside `A` ("KEAn" prints "AKE"), yet Redis still emits `new` events then."""
+
+    classes: frozenset[str] = frozenset()
+
+
 def parse_notify_keyspace_events(raw: str) -> str:
     """The flags as Redis prints them back (keyspaceEventsFlagsToString): "KEA" -> "AKE"."""
     flags: set[str] = set()
@@ -96,7 +103,9 @@ def parse_notify_keyspace_events(raw: str) -> str:
         else:
             raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")
     text = "A" if _NOTIFY_ALL <= flags else "".join(c for c in _NOTIFY_CLASSES if c in flags)
-    return text + "".join(c for c in "KEm" if c in flags)
+    value = NotifyClasses(text + "".join(c for c in "KEm" if c in flags))
+    value.classes = frozenset(flags)
+    return value
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from . import REDIS_VERSION, __version__
 from .client import Client
 from .config import PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
+from .notify import notify_expired
 from .server import Server
 
 log = logging.getLogger("millrace")
@@ -240,6 +241,7 @@ def _cron(server: Server) -> None:
             removed, stale = db.expire_cycle(now)
             if removed:
                 server.stats["expired_keys"] += len(removed)
+                notify_expired(server, db.id, removed)
                 server.after_write(db.id, [[b"DEL", key] for key in removed])
             if not stale or time.perf_counter() > deadline:
                 break

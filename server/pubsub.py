@@ -30,9 +30,10 @@ GENERIC, STRING, EXPIRED, NEW, STREAM, KEY_MISS = (NOTIFY_CLASSES[c] for c in "g
 
 
 def notify_flags(text: str) -> int:
-    """notify-keyspace-events as Redis's keyspaceEventsStringToFlags reads it (already validated)."""
+    """notify-keyspace-events as Redis's keyspaceEventsStringToFlags reads it (already validated);
+    the classes it was set with where the printed form lost some (config.NotifyClasses)."""
     flags = 0
-    for char in text:
+    for char in getattr(text, "classes", text):
         flags |= NOTIFY_ALL if char == "A" else NOTIFY_CLASSES.get(char, 0)
     return flags
 

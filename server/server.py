@@ -18,7 +18,7 @@ from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
 from storage.keyspace import Keyspace
 
-from . import REDIS_VERSION
+from . import REDIS_VERSION, notify
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
@@ -224,12 +224,17 @@ class Server:
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
         start = perf_counter_ns()
+        notifying = cmd.write and self.pubsub.flags
         try:
+            if notifying:
+                before = notify.before(self, client, cmd, argv)
             result = cmd.handler(client, argv)
         except ReplyError as exc:
             cmd.failed_calls += 1
             result = self.error(exc.message)
         else:
+            if notifying:
+                self.notify_write(client, cmd, argv, result, before)
             if cmd.blocking and type(result) is Block:
                 result = self.block(client, cmd, result)
             elif cmd.write:
@@ -409,8 +414,19 @@ class Server:
         for listener in self.effect_listeners:
             listener(batch)
 
+    def notify_write(self, client, cmd: Command, argv: list[bytes], result, before) -> None:
+        """Keyspace events of a write that ran (after any key it found expired)."""
+        if client.db.expired:
+            self.propagate_expired(client.db)
+        if cmd.blocking and type(result) is Block:
+            reply, effects = None, result.effects or []
+        else:
+            reply, effects = result
+        notify.notify_write(self, client, cmd, argv, reply, effects, before)
+
     def propagate_expired(self, db) -> None:
         keys, db.expired = db.expired, []
+        notify.notify_expired(self, db.id, keys)
         self.stats["expired_keys"] += len(keys)
         self.after_write(db.id, [[b"DEL", key] for key in keys])
 

@@ -1,0 +1,131 @@
+"""Keyspace notifications: the events Redis's commands emit, derived from a write's outcome.
+
+Redis calls notifyKeyspaceEvent from inside each command; here a write's
+reply and effects say what happened, so the events of the client's command are
+worked out in one place after it ran (`Server.call`), with Redis's names:
+INCR emits `incrby`, XADD with a trim that removed entries `xadd` then
+`xtrim`, SET ... EX `set` then `expire`, an EXPIRE in the past `del`.
+Two facts are not in the outcome and are taken before the command runs
+(`before`): which keys existed (`new`, Redis's dbAdd) and, for XREADGROUP,
+XCLAIM and XAUTOCLAIM, whether the consumer did (`xgroup-createconsumer`).
+"""
+
+from __future__ import annotations
+
+from .pubsub import EXPIRED, GENERIC, NEW, STREAM, STRING
+
+# The event a successful string write emits, by command.
+STRING_EVENTS = {
+    "set": "set", "setnx": "set", "setex": "set", "psetex": "set", "getset": "set", "mset": "set", "msetnx": "set",
+    "incr": "incrby", "decr": "incrby", "incrby": "incrby", "decrby": "incrby", "incrbyfloat": "incrbyfloat",
+    "append": "append", "setrange": "setrange",
+}  # fmt: skip
+# Commands that may create their key (Redis's dbAdd): `new` precedes their event when it did not exist.
+CREATING = frozenset(STRING_EVENTS) | {"xadd", "xgroup|create"}
+# Commands whose consumer argument Redis creates on the way (SCC_DEFAULT: with an event).
+CONSUMER_CREATING = frozenset({"xreadgroup", "xclaim", "xautoclaim"})
+
+
+def before(server, client, cmd, argv: list[bytes]):
+    """What the events need to know from before the command: existing keys, or existing consumers."""
+    name = cmd.name
+    if name in CREATING:
+        db, now = client.db, server.now
+        return {key for key in cmd.get_keys(argv) if key in db.data and not db.is_expired(key, now)}
+    if name in CONSUMER_CREATING:
+        return {key for key in _consumer_keys(name, argv) if _has_consumer(client.db, name, argv, key)}
+    return None
+
+
+def _consumer_keys(name: str, argv: list[bytes]) -> list[bytes]:
+    if name != "xreadgroup":
+        return [argv[1]]
+    upper = [arg.upper() for arg in argv]
+    if b"STREAMS" not in upper:
+        return []
+    start = upper.index(b"STREAMS") + 1
+    return argv[start : start + (len(argv) - start) // 2]
+
+
+def _has_consumer(db, name: str, argv: list[bytes], key: bytes) -> bool:
+    group_name, consumer = argv[2], argv[3]  # XREADGROUP GROUP group consumer, XCLAIM key group consumer
+    stream = db.data.get(key)
+    group = getattr(stream, "groups", {}).get(group_name)
+    return group is not None and consumer in group.consumers
+
+
+def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_state) -> list[tuple[int, str, bytes, int]]:
+    """(class, event, key, db) in Redis's order for a write that ran."""
+    name, db = cmd.name, client.db.id
+    out: list[tuple[int, str, bytes, int]] = []
+
+    def new(key: bytes, target: int = db) -> None:
+        out.append((NEW, "new", key, target))
+
+    def created(key: bytes) -> None:
+        if before_state is not None and key not in before_state:
+            new(key)
+
+    if name in CONSUMER_CREATING:
+        for key in _consumer_keys(name, argv):
+            if key not in before_state and _has_consumer(client.db, name, argv, key):
+                out.append((STREAM, "xgroup-createconsumer", key, db))
+        return out
+    if not effects:
+        return out
+    event = STRING_EVENTS.get(name)
+    if event is not None:
+        if name in ("mset", "msetnx"):
+            for index in range(1, len(argv), 2):
+                created(argv[index])
+                out.append((STRING, "set", argv[index], db))
+            return out
+        key = argv[1]
+        created(key)
+        out.append((STRING, event, key, db))
+        if name in ("setex", "psetex") or (name == "set" and b"PXAT" in effects[0][3:]):
+            out.append((GENERIC, "expire", key, db))
+        return out
+    first = effects[0]
+    verb = first[0].upper()
+    if name in ("del", "unlink"):
+        out += [(GENERIC, "del", key, db) for key in first[1:]]
+    elif name in ("getdel", "getex", "expire", "pexpire", "expireat", "pexpireat", "persist"):
+        out.append((GENERIC, {b"DEL": "del", b"PEXPIREAT": "expire", b"PERSIST": "persist"}[verb], argv[1], db))
+    elif name in ("rename", "renamenx"):
+        new(argv[2])
+        out += [(GENERIC, "rename_from", argv[1], db), (GENERIC, "rename_to", argv[2], db)]
+    elif name == "copy":
+        target = int(first[4]) if len(first) > 4 else db
+        new(argv[2], target)
+        out.append((GENERIC, "copy_to", argv[2], target))
+    elif name == "move":
+        target = int(first[2])
+        new(argv[1], target)
+        out += [(GENERIC, "move_from", argv[1], db), (GENERIC, "move_to", argv[1], target)]
+    elif name == "xadd":
+        created(argv[1])
+        out.append((STREAM, "xadd", argv[1], db))
+        if b"MAXLEN" in first:
+            out.append((STREAM, "xtrim", argv[1], db))
+    elif name in ("xtrim", "xdel", "xsetid"):
+        out.append((STREAM, name, argv[1], db))
+    elif name.startswith("xgroup|"):
+        if name == "xgroup|create":
+            created(argv[2])
+        out.append((STREAM, name.replace("|", "-"), argv[2], db))
+    return out
+
+
+def notify_write(server, client, cmd, argv: list[bytes], reply, effects: list, before_state) -> None:
+    pubsub = server.pubsub
+    for cls, event, key, db in events(server, client, cmd, argv, reply, effects, before_state):
+        pubsub.notify(cls, event, key, db)
+
+
+def notify_expired(server, db: int, keys: list[bytes]) -> None:
+    """Keys removed by lazy or active expiry: `expired` each, before what the command itself emits."""
+    pubsub = server.pubsub
+    if pubsub.flags:
+        for key in keys:
+            pubsub.notify(EXPIRED, "expired", key, db)
