@@ -232,11 +232,12 @@ def paced_xadds(conn, seconds: float | None, until=None) -> list[float]:
         time.sleep(PACE)
 
 
-def while_child(server: Server, command: str, progress: str) -> tuple[list[float], int, float, dict[str, str]]:
+def while_child(server: Server, command: str, progress: str) -> tuple[list[float], int, int, float, dict[str, str]]:
     """Start `command`, then XADD and sample memory until INFO's `progress` field is 0 again.
 
-    Returns the XADD round trips, the peak family PSS growth, the child's
-    lifetime as seen from here, and INFO persistence afterwards.
+    Returns the XADD round trips, the server's PSS before, the peak family
+    PSS growth, the child's lifetime as seen from here, and INFO persistence
+    afterwards.
     """
     peak = [0]
     with server.connect() as control, server.connect() as conn:
@@ -254,7 +255,7 @@ def while_child(server: Server, command: str, progress: str) -> tuple[list[float
 
         latencies = paced_xadds(conn, None, done)
         seconds = time.perf_counter() - started
-    return latencies, peak[0], seconds, server.info("persistence")
+    return latencies, before, peak[0], seconds, server.info("persistence")
 
 
 def wait_idle(server: Server, timeout: float = 600.0) -> None:
@@ -292,10 +293,11 @@ def fork_rows(env: Env, servers: dict[str, Server], shape: Shape, label: str) ->
                     with server.connect() as conn:
                         quiet_latencies = paced_xadds(conn, quiet)
                     baseline.extra.setdefault(kind, []).extend(quiet_latencies)
-                latencies, peak, seconds, info = while_child(server, command, progress)
+                latencies, before, peak, seconds, info = while_child(server, command, progress)
                 pooled[kind].extend(latencies)
-                runs = memory.extra.setdefault(kind, {"peak_mb": [], "child_seconds": [], cow_field: []})
+                runs = memory.extra.setdefault(kind, {"peak_mb": [], "pss_before_mb": [], "child_seconds": [], cow_field: []})
                 runs["peak_mb"].append(round(peak / 1e6, 1))
+                runs["pss_before_mb"].append(round(before / 1e6, 1))
                 runs["child_seconds"].append(round(seconds, 3))
                 runs[cow_field].append(int(info.get(cow_field, 0)))
                 status = info.get("rdb_last_bgsave_status" if command == "BGSAVE" else "aof_last_bgrewrite_status")
@@ -308,9 +310,9 @@ def fork_rows(env: Env, servers: dict[str, Server], shape: Shape, label: str) ->
             setattr(lifetime, kind, min(runs["child_seconds"]))
             latency.extra[kind] = {"samples": len(pooled[kind]), "p50_us": round(percentile(pooled[kind], 0.5) * 1e6, 1)}
         latency.note = "pooled over the rounds, while the child lives; p50 " + ", ".join(f"{kind} {latency.extra[kind]['p50_us']:.0f} us" for kind in servers)
-        memory.note = f"peak PSS of server + child less the server's before; Redis's own {cow_field} " + ", ".join(
-            f"{max(memory.extra[kind][cow_field]) / 1e6:.1f} MB" for kind in servers if kind == "redis"
-        )
+        memory.note = "peak PSS of server + child less the server's before (" + ", ".join(
+            f"{kind} {max(memory.extra[kind]['pss_before_mb']):.0f} MB" for kind in servers
+        ) + f"); Redis's own {cow_field} " + ", ".join(f"{max(memory.extra[kind][cow_field]) / 1e6:.1f} MB" for kind in servers if kind == "redis")
         lifetime.note = "from the command to INFO saying it is done (both reap children in their 10 Hz cron)"
     for kind in servers:
         samples = baseline.extra.pop(kind)
