@@ -78,6 +78,7 @@ def _huge(data: bytes) -> bool:
 _OTHER_STRING = re.compile(rb"\n[+=(]")
 _other_string_search = _OTHER_STRING.search
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
+_SET_START = re.compile(rb"\n~[0-9]")  # where a RESP3 set header may start a request (a literal prefix: fast)
 _COUNT_TAIL = re.compile(rb"[*~|>][0-9]{0,2}\Z")  # a read ending where such a count may be cut
 
 
@@ -344,6 +345,8 @@ class RequestReader:
                             b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
                         except TypeError:
                             break
+                        if 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
+                            break  # a request may start with a set header: the general path reads it as Redis does
                         return commands, None
                     argv = reader.gets()
             except (hiredis.ProtocolError, TypeError):  # TypeError: a RESP3 map keyed by an aggregate (unhashable)
@@ -354,6 +357,8 @@ class RequestReader:
                     at = self._boundary(data, 0, commands, 0, 0)
                     if data[at : at + 1] != b"*":  # the cut item is an inline line to Redis
                         argv = None
+                    elif 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
+                        argv = None  # a request may start with a set header: the general path reads it
                 except TypeError:
                     argv = None
                 if argv is False:
@@ -578,6 +583,9 @@ class RequestReader:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped, start, begun)
+            resume = self._set_start(data, start, commands, begun)
+            if resume >= 0:
+                return resume
             self._walk_other_strings(data, pos, start, commands, begun)
         completed = done or skipped
         # Where what follows the completed commands starts: the next command, if this read has its start.
@@ -631,6 +639,9 @@ class RequestReader:
                 b"".join(chain.from_iterable(commands[first:]))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped, start, begun)
+            resume = self._set_start(data, start, commands, begun)
+            if resume >= 0:
+                return resume
             self._walk_other_strings(data, pos, start, commands, begun, len(commands) - begun)
         return self._restart(data, pos, commands, first, skipped)
 
@@ -668,6 +679,9 @@ class RequestReader:
 
     def _reject(self, data: bytes, pos: int, commands: list, first: int, skipped: int, start: int, begun: int) -> int:
         """A parsed item is not an array of bulk strings: an inline restart, or Redis's error."""
+        resume = self._set_start(data, start, commands, begun)  # a set header before it starts an inline line
+        if resume >= 0:
+            return resume
         for index in range(first, len(commands)):
             argv = commands[index]
             if type(argv) is not list:
@@ -680,6 +694,31 @@ class RequestReader:
                 del commands[index:]
                 self._reset()
                 raise ProtocolError(_bad_element(argv))
+
+    def _set_start(self, data: bytes, start: int, commands: list, begun: int) -> int:
+        """A request hiredis completed from a RESP3 set header (`~N`: it hands a set over as a list,
+        as it does an array) is an inline line to Redis: drop it and those after it, and return where
+        it starts, for the inline parse to go on from there (hiredis reset); -1 when there is none.
+        Looked for only where a `~` and a digit follow a line end (XADD's `~` argument has none)."""
+        if start < 0 or 126 not in data or (data[start : start + 1] != b"~" and _SET_START.search(data, max(start - 1, 0)) is None):
+            return -1
+        at = start
+        for index in range(begun, len(commands)):
+            while True:  # header by header, as `_walk`: an element Redis refuses raises its error here
+                if data[at] != _STAR:
+                    del commands[index:]
+                    self._reset()
+                    return at
+                check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
+                try:
+                    at = check.feed(data, at)
+                except ProtocolError:
+                    del commands[index:]
+                    self._reset()
+                    raise
+                if check.declared > 0:  # not '*0' or '*-1', which Redis skips (hiredis gave [] or None)
+                    break
+        return -1
 
     def _walk_other_strings(self, data: bytes, pos: int, start: int, commands: list, begun: int, count: int = -1) -> None:
         """`_walk` a read with a simple, verbatim or big-number string's type byte after a line end."""

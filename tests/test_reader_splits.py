@@ -83,11 +83,19 @@ def test_resp3_aggregates_where_a_command_starts_are_inline_lines(aggregate):
     assert commands[1:] == [line.split() for line in aggregate.split(b"\r\n") if line]
 
 
-def test_resp3_set_where_a_command_starts_reads_as_its_array():
-    """hiredis hands a RESP3 set over as a list, indistinguishable from '*': it runs as that array
-    (Redis would read inline lines; documented difference), and never breaks the connection."""
-    commands, error = RequestReader().feed(hiredis.pack_command((b"PING",)) + b"~1\r\n$4\r\nPING\r\n")
-    assert (commands, error) == ([[b"PING"], [b"PING"]], None)
+def test_resp3_set_where_a_command_starts_is_read_inline():
+    """hiredis hands a RESP3 set over as a list, as it does an array; Redis reads the set's lines as
+    inline commands, and so does the reader, cut anywhere (issue 25: `~3 SET k v` ran as a SET)."""
+    stream = hiredis.pack_command((b"PING",)) + b"~3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n" + hiredis.pack_command((b"PING",))
+    want = [[b"PING"], [b"~3"], [b"$3"], [b"SET"], [b"$1"], [b"k"], [b"$1"], [b"v"], [b"PING"]]
+    for lane in (False, True):
+        for cut in range(len(stream)):
+            reader, got = RequestReader(), []
+            for chunk in (stream[:cut], stream[cut:]) if cut else (stream,):
+                commands, error = read(reader, chunk, lane)
+                assert error is None
+                got += commands
+            assert got == want, (cut, lane)
 
 
 def test_read_ending_inside_a_request_with_the_last_commands_last_argument():

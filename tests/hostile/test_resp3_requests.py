@@ -1,7 +1,8 @@
 """RESP3 aggregates in requests: a map keyed by an aggregate made hiredis raise TypeError (a list or
 dict is no dict key) out of data_received, which dropped the connection and the replies already
-due. Redis reads such a map as an inline line where a command starts and refuses it ("expected
-'$'") where an argument is due. Each case goes to Millrace and Debian's redis-server 7.0.15, whole
+due; a set (`~3 SET k v`) after a command in the same read ran as the array hiredis makes of it.
+Redis reads either as inline lines where a command starts and refuses it ("expected '$'") where
+an argument is due. Each case goes to Millrace and Debian's redis-server 7.0.15, whole
 and cut in two reads: the same bytes back and the same close."""
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ CASES = {
     "map keyed by an array, where an argument is due": PING + b"*2\r\n$4\r\nECHO\r\n%1\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n" + PING,
     "map keyed by a map, where an argument is due": PING + b"*2\r\n$4\r\nECHO\r\n%1\r\n%1\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
     "map keyed by a set, alone": b"%1\r\n~1\r\n$1\r\na\r\n$1\r\nb\r\n" + PING,
+    "set after a command": PING + b"~3\r\n$3\r\nSET\r\n$2\r\nxp\r\n$1\r\nv\r\n" + PING + encode_command("EXISTS", "xp"),
+    "set after a skipped request": PING + b"*0\r\n~1\r\n$4\r\nPING\r\n" + encode_command("EXISTS", "xp"),
+    "set holding an array, after a command": PING + b"~1\r\n*1\r\n$4\r\nPING\r\n" + PING,
+    "XADD's ~ argument is data": b"".join(encode_command("XADD", "xs", "MAXLEN", "~", "10", f"{i}-1", "f", "~1") for i in (1, 2))
+    + encode_command("DEL", "xs"),
 }
 
 
@@ -36,7 +42,8 @@ def servers():
 @pytest.mark.parametrize("name", list(CASES))
 def test_map_keyed_by_an_aggregate_answered_as_redis_answers(servers, name):
     data = CASES[name]
-    for cut in (None, data.index(b"%") + 3, len(data) - 6):
+    marker = data.index(b"%") if b"%" in data else data.index(b"~")
+    for cut in (None, marker + 3, len(data) - 6):
         chunks = [data] if cut is None else [data[:cut], data[cut:]]
         ours, redis = (probe(proc.port, *chunks) for proc in servers)
         assert ours == redis, chunks
