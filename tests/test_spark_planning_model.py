@@ -15,6 +15,8 @@ read by XRANGE, as an executor would.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -387,7 +389,11 @@ def test_data_loss_fails_or_is_skipped_with_exact_counters(server, db):
     with pytest.raises(SourceError, match=r"^millrace: 1 entries of stream 's' after ID 2-0 were removed"):
         strict.latestOffset(end, ReadMaxRows(2))
     db.execute_command("XTRIM", "s", "MAXLEN", 2)  # 3-0 and 4-0 go unread
-    with pytest.raises(SourceError, match=r"^millrace: 2 entries of stream 's' after ID 2-0 were removed"):
+    message = (
+        "millrace: 2 entries of stream 's' after ID 2-0 were removed (trimmed or deleted) before this query read them; "
+        "set option 'failOnDataLoss' to false to skip them"
+    )
+    with pytest.raises(SourceError, match="^" + re.escape(message) + "$"):
         strict.latestOffset(end, ReadMaxRows(2))
     strict.stop()
     lenient = _reader(server.port, ["s"], 2, None)
@@ -422,4 +428,32 @@ def test_reader_limits_pickling_and_available_now(server, db):
     [part] = reader.partitions(start, end)
     rows = [row for batch in copy.read(part) for row in batch.to_pylist()]
     assert [(row["stream"], row["id"]) for row in rows] == [("s", "1-0"), ("s", "2-0"), ("s", "3-0")]
+    reader.stop()
+
+
+def test_explicit_start_before_a_trimmed_head_is_no_loss(server, db):
+    """A start at an ID has no counter: entries trimmed before it cannot be told lost, the query reads on."""
+    db.flushall()
+    for n in range(1, 7):
+        db.xadd("s", {"n": n}, id=f"{n}-0")
+    db.execute_command("XTRIM", "s", "MAXLEN", 2)
+    reader = StreamReader(read_options({"streams": "s", "port": server.port, "startingOffsets": '{"s": "1-0"}'}, streaming=True), DEFAULT_SCHEMA)
+    got, _sizes = _run(db, reader, 1)
+    assert got == {"s": [make_id(5, 0), make_id(6, 0)]}
+
+
+def test_latest_offset_without_a_start_and_stop(server, db):
+    """PySpark before 4.2 asks latestOffset() with no start: the tails, with their counters. stop() closes
+    the connection; the next call opens a new one."""
+    db.flushall()
+    db.xadd("a", {"n": 1}, id="1-0")
+    db.xadd("b", {"n": 1}, id="2-0")
+    db.xadd("b", {"n": 2}, id="3-0")
+    reader = _reader(server.port, ["a", "b"], None, None)
+    assert reader.latestOffset() == {"a": {"id": "1-0", "entries_read": 1}, "b": {"id": "3-0", "entries_read": 2}}
+    assert reader.reportLatestOffset()["b"] == {"id": "3-0", "entries_added": 2, "lag": 0}
+    reader.stop()
+    assert reader._client is None
+    assert reader.latestOffset()["a"] == {"id": "1-0", "entries_read": 1}
+    assert reader._client is not None
     reader.stop()
