@@ -39,16 +39,17 @@ def notify_flags(text: str) -> int:
 
 
 def _message(kind: bytes, *parts: bytes) -> tuple[bytes, bytes]:
-    """A message's RESP2 array and RESP3 push form."""
-    body = b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in (kind, *parts))
-    count = len(parts) + 1
-    return b"*%d\r\n" % count + body, b">%d\r\n" % count + body
+    """A message's RESP2 array and RESP3 push form (they differ in the first byte only)."""
+    array = b"*%d\r\n$%d\r\n%b\r\n" % (len(parts) + 1, len(kind), kind) + b"".join(
+        b"$%d\r\n%b\r\n" % (len(part), part) for part in parts
+    )
+    return array, b">" + array[1:]
 
 
 class PubSub:
     """Channel and pattern subscriptions of all clients: `server.pubsub`."""
 
-    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "output_limits")
+    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "output_limits", "to_check")
 
     def __init__(self, server) -> None:
         self.server = server
@@ -57,6 +58,7 @@ class PubSub:
         self.matchers: dict[bytes, object] = {}  # pattern -> its compiled glob
         self.flags = notify_flags(server.config["notify-keyspace-events"])
         self.output_limits = self.limits()
+        self.to_check: set = set()  # subscribers sent messages this loop turn: their output is checked once
 
     def config_changed(self, name: str) -> None:
         """CONFIG SET of a parameter read here: cached, as reading it per message would cost."""
@@ -123,33 +125,45 @@ class PubSub:
         receivers = 0
         subscribers = self.channels.get(channel)
         if subscribers:
-            forms = _message(b"message", channel, message)
-            for client in list(subscribers):
-                self.deliver(client, forms)
+            self.deliver(subscribers, _message(b"message", channel, message))
             receivers += len(subscribers)
         if self.patterns:
-            for pattern, subscribers in list(self.patterns.items()):
-                if not self.matchers[pattern](channel):
-                    continue
-                forms = _message(b"pmessage", pattern, channel, message)
-                for client in list(subscribers):
-                    self.deliver(client, forms)
-                receivers += len(subscribers)
+            matchers = self.matchers
+            for pattern, subscribers in self.patterns.items():
+                if matchers[pattern](channel):
+                    self.deliver(subscribers, _message(b"pmessage", pattern, channel, message))
+                    receivers += len(subscribers)
         return receivers
 
-    def deliver(self, client, forms: tuple[bytes, bytes]) -> None:
-        if client.transport is None:
-            return
-        data = forms[client.resp == 3]
-        client.send([data])
-        self.check_output_limit(client)
+    def deliver(self, subscribers, forms: tuple[bytes, bytes]) -> None:
+        """Queue a message on each subscriber as a reply; their output is checked against the limits
+        once this turn's replies are written (Redis checks at each reply: here a turn may overshoot)."""
+        to_check = self.to_check
+        limited = self.output_limits[0] or self.output_limits[1]
+        for client in subscribers:
+            if client.transport is None:
+                continue
+            data = forms[client.resp == 3]
+            if client.output:
+                client.output.append(data)
+            else:
+                client.send([data])
+            if limited and client not in to_check:
+                if not to_check:
+                    self.server.loop.call_soon(self.check_output_limits)
+                to_check.add(client)
+
+    def check_output_limits(self) -> None:
+        """After the turn's writes (flush_writes was queued before this): the subscribers' unread output."""
+        clients, self.to_check = self.to_check, set()
+        for client in clients:
+            if client.transport is not None:
+                self.check_output_limit(client)
 
     def check_output_limit(self, client) -> None:
         """client-output-buffer-limit pubsub: drop a subscriber whose unread output passes the hard
         limit, or stays over the soft limit for its seconds (Redis's checkClientOutputBufferLimits)."""
         hard, soft, seconds = self.output_limits
-        if not hard and not soft:
-            return
         transport = client.transport
         size = transport.get_write_buffer_size() + sum(map(len, client.output))
         over = hard and size >= hard

@@ -39,6 +39,7 @@ getdel a
 getdel a
 del a b c nope
 set b 1 px 1
+pause
 get b
 set b 1 ex 100
 getex b ex 100
@@ -132,6 +133,9 @@ def run(port: int, flags: str, commands: list[list[str]]) -> list[tuple]:
     out = []
     try:
         for command in commands:
+            if command == ["pause"]:  # past a 1 ms TTL on both, before the next command looks
+                time.sleep(0.01)
+                continue
             try:
                 r.execute_command(*command)
             except redis.ResponseError:
