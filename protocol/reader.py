@@ -736,6 +736,8 @@ class RequestReader:
             return
         pos, end, ok = start, len(data), begun
         while pos < end and count:
+            if data[pos] != _STAR:
+                return  # no request of hiredis's arrays starts here: an inline line to Redis, read as one elsewhere
             check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
             try:
                 pos = check.feed(data, pos)

@@ -47,3 +47,11 @@ def test_map_keyed_by_an_aggregate_answered_as_redis_answers(servers, name):
         chunks = [data] if cut is None else [data[:cut], data[cut:]]
         ours, redis = (probe(proc.port, *chunks) for proc in servers)
         assert ours == redis, chunks
+
+
+def test_map_keyed_by_a_simple_string_cut_after_its_key(servers):
+    """A read ending in a map's key (a simple string, which sends the read to the header walk): the
+    walk stops where no array starts, and the map's lines are inline commands, as Redis reads them."""
+    chunks = [PING + b"%1\r\n+x\r\n", b"$1\r\nv\r\n" + PING]
+    ours, redis = (probe(proc.port, *chunks) for proc in servers)
+    assert ours == redis
