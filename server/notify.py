@@ -12,7 +12,7 @@ XCLAIM and XAUTOCLAIM, whether the consumer did (`xgroup-createconsumer`).
 
 from __future__ import annotations
 
-from .pubsub import EXPIRED, GENERIC, NEW, STREAM, STRING
+from .pubsub import EXPIRED, GENERIC, KEY_MISS, NEW, STREAM, STRING
 
 # The event a successful string write emits, by command.
 STRING_EVENTS = {
@@ -24,17 +24,71 @@ STRING_EVENTS = {
 CREATING = frozenset(STRING_EVENTS) | {"xadd", "xgroup|create"}
 # Commands whose consumer argument Redis creates on the way (SCC_DEFAULT: with an event).
 CONSUMER_CREATING = frozenset({"xreadgroup", "xclaim", "xautoclaim"})
+# `keymiss` (class m): Redis's lookupKeyRead finds no key. Reads look each key argument up once,
+# these as many times as listed (XREAD twice, OBJECT without notifying); writes only where listed,
+# their first key (COPY's source) unless all keys are read.
+KEYMISS_LOOKUPS = {"xread": 2, "object|encoding": 0, "object|freq": 0, "object|idletime": 0, "object|refcount": 0}
+READING_WRITES = {"getdel": False, "getex": False, "getset": False, "copy": False, "xack": False,
+                  "xreadgroup": True, "xclaim": False, "xautoclaim": False}  # fmt: skip
+# Errors that come after the lookup (a missing key's NOGROUP): its keymiss is sent all the same.
+MISS_ERRORS = ("NOGROUP", "ERR no such key")
 
 
-def before(server, client, cmd, argv: list[bytes]):
-    """What the events need to know from before the command: existing keys, or existing consumers."""
-    name = cmd.name
+class Before:
+    """What the events need to know from before the command ran."""
+
+    __slots__ = ("existed", "misses", "looked_up")
+
+    def __init__(self, existed, misses: list[bytes], looked_up: list) -> None:
+        self.existed = existed  # keys (or keys whose consumer) that existed, for `new`/`xgroup-createconsumer`
+        self.misses = misses  # keys a read looked up and did not find, once per lookup
+        self.looked_up = looked_up  # the read keys' values in lookup order (None: missing), for WRONGTYPE
+
+
+def before(server, client, cmd, argv: list[bytes]) -> Before:
+    name, db, now = cmd.name, client.db, server.now
+    existed = None
     if name in CREATING:
-        db, now = client.db, server.now
-        return {key for key in cmd.get_keys(argv) if key in db.data and not db.is_expired(key, now)}
-    if name in CONSUMER_CREATING:
-        return {key for key in _consumer_keys(name, argv) if _has_consumer(client.db, name, argv, key)}
-    return None
+        existed = {key for key in cmd.get_keys(argv) if key in db.data and not db.is_expired(key, now)}
+    elif name in CONSUMER_CREATING:
+        existed = {key for key in _consumer_keys(name, argv) if _has_consumer(db, name, argv, key)}
+    misses: list[bytes] = []
+    if server.pubsub.flags & KEY_MISS:
+        if not cmd.write:
+            lookups = KEYMISS_LOOKUPS.get(name, 1)
+            keys = cmd.get_keys(argv) if lookups else ()
+        elif name in READING_WRITES or (name == "set" and b"GET" in (arg.upper() for arg in argv[3:])):
+            lookups = 1
+            keys = cmd.get_keys(argv)
+            if not READING_WRITES.get(name):
+                keys = keys[:1]
+        else:
+            keys, lookups = (), 0
+        looked_up = [(key, None if db.is_expired(key, now) else db.data.get(key)) for key in keys]
+        # XREAD looks all its keys up, then all of them again
+        misses = [key for key, value in looked_up if value is None] * lookups
+        return Before(existed, misses, looked_up)
+    return Before(existed, misses, [])
+
+
+def key_misses(server, db: int, before_state: Before, error: str | None = None, wanted: type = object) -> None:
+    """The keymiss events of a command (of one that failed, only if it failed after its lookup)."""
+    misses = before_state.misses
+    if error is not None:
+        if error.startswith("WRONGTYPE"):  # the keys missed before the one of another type
+            misses = []
+            for key, value in before_state.looked_up:
+                if value is not None and not isinstance(value, wanted):
+                    break
+                if value is None:
+                    misses.append(key)
+        elif not error.startswith(MISS_ERRORS):
+            return
+        else:
+            misses = misses[:1]
+    pubsub = server.pubsub
+    for key in misses:
+        pubsub.notify(KEY_MISS, "keymiss", key, db)
 
 
 def _consumer_keys(name: str, argv: list[bytes]) -> list[bytes]:
@@ -54,7 +108,7 @@ def _has_consumer(db, name: str, argv: list[bytes], key: bytes) -> bool:
     return group is not None and consumer in group.consumers
 
 
-def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_state) -> list[tuple[int, str, bytes, int]]:
+def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_state: Before) -> list[tuple[int, str, bytes, int]]:
     """(class, event, key, db) in Redis's order for a write that ran."""
     name, db = cmd.name, client.db.id
     out: list[tuple[int, str, bytes, int]] = []
@@ -62,13 +116,17 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     def new(key: bytes, target: int = db) -> None:
         out.append((NEW, "new", key, target))
 
+    existed = before_state.existed
+
     def created(key: bytes) -> None:
-        if before_state is not None and key not in before_state:
+        if existed is not None and key not in existed:
             new(key)
 
+    if not cmd.write:
+        return out
     if name in CONSUMER_CREATING:
         for key in _consumer_keys(name, argv):
-            if key not in before_state and _has_consumer(client.db, name, argv, key):
+            if key not in existed and _has_consumer(client.db, name, argv, key):
                 out.append((STREAM, "xgroup-createconsumer", key, db))
         return out
     if not effects:
@@ -117,7 +175,9 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     return out
 
 
-def notify_write(server, client, cmd, argv: list[bytes], reply, effects: list, before_state) -> None:
+def notify_call(server, client, cmd, argv: list[bytes], reply, effects: list, before_state: Before) -> None:
+    """The events of a command that ran: its key misses, then what its write did."""
+    key_misses(server, client.db.id, before_state)
     pubsub = server.pubsub
     for cls, event, key, db in events(server, client, cmd, argv, reply, effects, before_state):
         pubsub.notify(cls, event, key, db)
@@ -129,3 +189,10 @@ def notify_expired(server, db: int, keys: list[bytes]) -> None:
     if pubsub.flags:
         for key in keys:
             pubsub.notify(EXPIRED, "expired", key, db)
+
+
+def value_type(cmd) -> type:
+    """The value type a command of this group reads (what its WRONGTYPE is about)."""
+    from storage.stream import Stream
+
+    return {"stream": Stream, "string": bytes}.get(cmd.group, object)

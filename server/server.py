@@ -23,7 +23,7 @@ from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .dirty import RULES as DIRTY_RULES
-from .pubsub import PubSub
+from .pubsub import KEY_MISS, PubSub
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
 
@@ -224,7 +224,8 @@ class Server:
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
         start = perf_counter_ns()
-        notifying = cmd.write and self.pubsub.flags
+        flags = self.pubsub.flags
+        notifying = flags and (cmd.write or flags & KEY_MISS)
         try:
             if notifying:
                 before = notify.before(self, client, cmd, argv)
@@ -232,9 +233,13 @@ class Server:
         except ReplyError as exc:
             cmd.failed_calls += 1
             result = self.error(exc.message)
+            if notifying:
+                if client.db.expired:
+                    self.propagate_expired(client.db)
+                notify.key_misses(self, client.db.id, before, exc.message, notify.value_type(cmd))
         else:
             if notifying:
-                self.notify_write(client, cmd, argv, result, before)
+                self.notify_call(client, cmd, argv, result, before)
             if cmd.blocking and type(result) is Block:
                 result = self.block(client, cmd, result)
             elif cmd.write:
@@ -414,15 +419,17 @@ class Server:
         for listener in self.effect_listeners:
             listener(batch)
 
-    def notify_write(self, client, cmd: Command, argv: list[bytes], result, before) -> None:
-        """Keyspace events of a write that ran (after any key it found expired)."""
+    def notify_call(self, client, cmd: Command, argv: list[bytes], result, before) -> None:
+        """Keyspace events of a command that ran (after any key it found expired)."""
         if client.db.expired:
             self.propagate_expired(client.db)
-        if cmd.blocking and type(result) is Block:
+        if type(result) is Block:
             reply, effects = None, result.effects or []
-        else:
+        elif cmd.write:
             reply, effects = result
-        notify.notify_write(self, client, cmd, argv, reply, effects, before)
+        else:
+            reply, effects = result, []
+        notify.notify_call(self, client, cmd, argv, reply, effects, before)
 
     def propagate_expired(self, db) -> None:
         keys, db.expired = db.expired, []

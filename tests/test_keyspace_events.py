@@ -120,6 +120,63 @@ del k9 s5
 flushdb
 """.strip().splitlines()
 
+# Reads (and the writes that read) on missing, expired and present keys: `keymiss` (class m).
+READS = """
+get m
+mget m m m2
+strlen m
+getrange m 0 1
+substr m 0 1
+lcs m m2
+exists m m
+type m
+ttl m
+pttl m
+expiretime m
+pexpiretime m
+touch m m2
+object encoding m
+object freq m
+xrange m - +
+xrevrange m + -
+xlen m
+xread streams m 0
+xread streams m m2 0 0
+xread count 1 streams m $
+xinfo stream m
+xinfo groups m
+xinfo consumers m g
+xpending m g
+xreadgroup group g c streams m >
+xack m g 1-1
+xclaim m g c 0 1-1
+xautoclaim m g c 0 0
+xrange m x +
+getdel m
+getex m
+getex m ex 10
+set m v get
+getset m4 x
+copy m2 m3
+rename m2 m3
+move m2 1
+xadd m2 nomkstream * f v
+xtrim m2 maxlen 0
+expire m2 10
+persist m2
+incr m9
+set e 1 px 1
+pause
+get e
+set s x
+get s
+type s
+xlen s
+xrange s - +
+xadd x 1-1 f v
+xread streams x s 0 0
+""".strip().splitlines()
+
 
 def run(port: int, flags: str, commands: list[list[str]]) -> list[tuple]:
     """Each command with the messages its execution published (a subscriber on another connection)."""
@@ -170,13 +227,21 @@ def ports():
     theirs.stop()
 
 
-@pytest.mark.parametrize("flags", ["KEA", "Kg$txn", "Et", "Ex$", "KEgn", "Kt"])
+@pytest.mark.parametrize("flags", ["KEA", "Kg$txn", "Et", "Ex$", "KEgn", "Kt", "KEAm"])
 def test_every_write_emits_redis_events(ports, flags):
     commands = [line.split() for line in SCRIPT]
     ours, theirs = (run(port, flags, commands) for port in ports)
     assert ours == theirs
     if flags == "KEA":  # the script does emit: a run where nothing is published would pass too
         assert sum(len(messages) for _, messages in ours) > 100
+
+
+@pytest.mark.parametrize("flags", ["KEm", "KEAm"])
+def test_reads_that_miss_emit_keymiss(ports, flags):
+    commands = [line.split() for line in READS]
+    ours, theirs = (run(port, flags, commands) for port in ports)
+    assert ours == theirs
+    assert sum(len(messages) for _, messages in ours) > 50
 
 
 def random_commands(seed: int, count: int) -> list[list[str]]:
@@ -216,6 +281,14 @@ def random_commands(seed: int, count: int) -> list[list[str]]:
             ["EXPIRE", key, rng.choice(["100", "0"])],
             ["PERSIST", key],
             ["MSET", key, "1", other, "2"],
+            ["GET", key],
+            ["XRANGE", key, "-", "+", "COUNT", "1"],
+            ["XREAD", "COUNT", "1", "STREAMS", key, other, "0", "0"],
+            ["EXISTS", key, other, key],
+            ["TTL", key],
+            ["XINFO", "STREAM", key],
+            ["XPENDING", key, group],
+            ["GETDEL", key],
         ]))
     return commands
 
@@ -223,7 +296,7 @@ def random_commands(seed: int, count: int) -> list[list[str]]:
 @pytest.mark.parametrize("seed", range(3))
 def test_random_workload_emits_the_same_messages(ports, seed):
     commands = random_commands(seed, 150)
-    ours, theirs = (run(port, "KEA" + "n", commands) for port in ports)
+    ours, theirs = (run(port, "KEAnm", commands) for port in ports)
     for (command, got), (_, want) in zip(ours, theirs, strict=True):
         assert got == want, command
 
