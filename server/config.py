@@ -80,8 +80,8 @@ def parse_percentiles(raw: str) -> str:
     return " ".join(values)
 
 
-# notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, K, E, m).
-_NOTIFY_CLASSES = "g$lshzxetdn"
+# notify-keyspace-events: Redis's class characters; "A" is all of g$lshzxetd (not n, o, c, K, E, m).
+_NOTIFY_CLASSES = "g$lshzxetdnoc"
 _NOTIFY_ALL = frozenset("g$lshzxetd")
 
 
@@ -98,7 +98,7 @@ def parse_notify_keyspace_events(raw: str) -> str:
     for char in raw:
         if char == "A":
             flags |= _NOTIFY_ALL
-        elif char in _NOTIFY_CLASSES or char in "KEm":
+        elif char in _NOTIFY_CLASSES or char in "KEm":  # o and c (overwritten, type_changed) since Redis 8.2
             flags.add(char)
         else:
             raise ConfigError("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")

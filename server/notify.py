@@ -12,7 +12,7 @@ XCLAIM and XAUTOCLAIM, whether the consumer did (`xgroup-createconsumer`).
 
 from __future__ import annotations
 
-from .pubsub import EXPIRED, GENERIC, KEY_MISS, NEW, STREAM, STRING
+from .pubsub import EXPIRED, GENERIC, KEY_MISS, NEW, OVERWRITTEN, STREAM, STRING, TYPE_CHANGED
 
 # The event a successful string write emits, by command.
 STRING_EVENTS = {
@@ -22,6 +22,10 @@ STRING_EVENTS = {
 }  # fmt: skip
 # Commands that may create their key (Redis's dbAdd): `new` precedes their event when it did not exist.
 CREATING = frozenset(STRING_EVENTS) | {"xadd", "xgroup|create"}
+# Writes that replace a whole value (Redis's setKey): `overwritten` (and `type_changed`) where `new` would be.
+SETTING = frozenset({"set", "setnx", "setex", "psetex", "getset", "mset", "msetnx"})
+# Writes whose destination may be replaced: `overwritten` after their own event.
+REPLACING = frozenset({"rename", "renamenx", "copy"})
 # Commands whose consumer argument Redis creates on the way (SCC_DEFAULT: with an event).
 CONSUMER_CREATING = frozenset({"xreadgroup", "xclaim", "xautoclaim"})
 # `keymiss` (class m): Redis's lookupKeyRead finds no key. Reads look each key argument up once,
@@ -40,7 +44,7 @@ class Before:
     __slots__ = ("existed", "misses", "looked_up")
 
     def __init__(self, existed, misses: list[bytes], looked_up: list) -> None:
-        self.existed = existed  # keys (or keys whose consumer) that existed, for `new`/`xgroup-createconsumer`
+        self.existed = existed  # keys that existed -> their value's type (or keys whose consumer existed)
         self.misses = misses  # keys a read looked up and did not find, once per lookup
         self.looked_up = looked_up  # the read keys' values in lookup order (None: missing), for WRONGTYPE
 
@@ -49,7 +53,11 @@ def before(server, client, cmd, argv: list[bytes]) -> Before:
     name, db, now = cmd.name, client.db, server.now
     existed = None
     if name in CREATING:
-        existed = {key for key in cmd.get_keys(argv) if key in db.data and not db.is_expired(key, now)}
+        existed = {key: type(db.data[key]) for key in cmd.get_keys(argv) if key in db.data and not db.is_expired(key, now)}
+    elif name in REPLACING:
+        target = _target_db(server, client, name, argv)
+        dst = argv[2]
+        existed = {dst: type(target.data[dst])} if dst in target.data and not target.is_expired(dst, now) else {}
     elif name in CONSUMER_CREATING:
         existed = {key for key in _consumer_keys(name, argv) if _has_consumer(db, name, argv, key)}
     misses: list[bytes] = []
@@ -91,6 +99,17 @@ def key_misses(server, db: int, before_state: Before, error: str | None = None, 
         pubsub.notify(KEY_MISS, "keymiss", key, db)
 
 
+def _target_db(server, client, name: str, argv: list[bytes]):
+    """The database COPY ... DB n writes to (RENAME: the client's)."""
+    if name == "copy":
+        upper = [arg.upper() for arg in argv[3:]]
+        if b"DB" in upper:
+            index = upper.index(b"DB") + 4
+            if index < len(argv) and argv[index].isdigit() and int(argv[index]) < len(server.keyspace.dbs):
+                return server.keyspace.dbs[int(argv[index])]
+    return client.db
+
+
 def _consumer_keys(name: str, argv: list[bytes]) -> list[bytes]:
     if name != "xreadgroup":
         return [argv[1]]
@@ -119,8 +138,17 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     existed = before_state.existed
 
     def created(key: bytes) -> None:
-        if existed is not None and key not in existed:
+        if existed is None:
+            return
+        if key not in existed:
             new(key)
+        elif name in SETTING:
+            replaced(key, bytes, db)
+
+    def replaced(key: bytes, now_type: type, target: int) -> None:
+        out.append((OVERWRITTEN, "overwritten", key, target))
+        if existed[key] is not now_type:
+            out.append((TYPE_CHANGED, "type_changed", key, target))
 
     if not cmd.write:
         return out
@@ -153,10 +181,14 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     elif name in ("rename", "renamenx"):
         new(argv[2])
         out += [(GENERIC, "rename_from", argv[1], db), (GENERIC, "rename_to", argv[2], db)]
+        if argv[2] in existed:
+            replaced(argv[2], type(client.db.data.get(argv[2])), db)
     elif name == "copy":
         target = int(first[4]) if len(first) > 4 else db
         new(argv[2], target)
         out.append((GENERIC, "copy_to", argv[2], target))
+        if argv[2] in existed:
+            replaced(argv[2], type(server.keyspace.dbs[target].data.get(argv[2])), target)
     elif name == "move":
         target = int(first[2])
         new(argv[1], target)

@@ -24,9 +24,9 @@ log = logging.getLogger("millrace")
 # Keyspace event classes, Redis's NOTIFY_* bits by their notify-keyspace-events characters.
 NOTIFY_KEYSPACE, NOTIFY_KEYEVENT = 1, 2
 NOTIFY_CLASSES = {"K": 1, "E": 2, "g": 4, "$": 8, "l": 16, "s": 32, "h": 64, "z": 128, "x": 256, "e": 512,
-                  "n": 1024, "t": 2048, "m": 4096, "d": 8192}
+                  "n": 1024, "t": 2048, "m": 4096, "d": 8192, "o": 16384, "c": 32768}
 NOTIFY_ALL = sum(NOTIFY_CLASSES[c] for c in "g$lshzxetd")
-GENERIC, STRING, EXPIRED, NEW, STREAM, KEY_MISS = (NOTIFY_CLASSES[c] for c in "g$xntm")
+GENERIC, STRING, EXPIRED, NEW, STREAM, KEY_MISS, OVERWRITTEN, TYPE_CHANGED = (NOTIFY_CLASSES[c] for c in "g$xntmoc")
 
 
 def notify_flags(text: str) -> int:

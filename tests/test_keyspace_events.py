@@ -88,6 +88,11 @@ copy s3b s4
 copy s3b s4
 copy s3b s4 replace
 copy s3b s5 db 1
+copy s4 s5 db 1 replace
+set s3b x
+xadd x1 1-1 f v
+copy x1 s3b replace
+rename s3b x1
 expire s4 100
 expire s4 100 nx
 expire s4 200 gt
@@ -227,7 +232,7 @@ def ports():
     theirs.stop()
 
 
-@pytest.mark.parametrize("flags", ["KEA", "Kg$txn", "Et", "Ex$", "KEgn", "Kt", "KEAm"])
+@pytest.mark.parametrize("flags", ["KEA", "Kg$txn", "Et", "Ex$", "KEgn", "Kt", "KEAm", "KEAnoc", "Eoc"])
 def test_every_write_emits_redis_events(ports, flags):
     commands = [line.split() for line in SCRIPT]
     ours, theirs = (run(port, flags, commands) for port in ports)
@@ -296,7 +301,7 @@ def random_commands(seed: int, count: int) -> list[list[str]]:
 @pytest.mark.parametrize("seed", range(3))
 def test_random_workload_emits_the_same_messages(ports, seed):
     commands = random_commands(seed, 150)
-    ours, theirs = (run(port, "KEAnm", commands) for port in ports)
+    ours, theirs = (run(port, "KEAnmoc", commands) for port in ports)
     for (command, got), (_, want) in zip(ours, theirs, strict=True):
         assert got == want, command
 
