@@ -221,6 +221,25 @@ def test_client_list_and_info_count_subscriptions(both):
     assert seen[0][0] == ["P", "2", "1", "0"]
 
 
+def test_client_kill_and_list_by_type_pubsub(both):
+    """A subscriber (RESP2 or RESP3) is of type pubsub: CLIENT KILL TYPE normal spares it."""
+    seen = []
+    for port in both:
+        admin, sub2, sub3 = RawConn(port), RawConn(port), RawConn(port)
+        sub3.call("HELLO", "3")
+        for conn, name in ((sub2, "sub2"), (sub3, "sub3")):
+            conn.call("CLIENT", "SETNAME", name)
+            conn.send(encode_command("PSUBSCRIBE", "x*"))
+            conn.read()
+        names = [admin.call("CLIENT", "LIST", "TYPE", kind).decode().count("name=sub") for kind in ("pubsub", "normal")]
+        killed_normal = admin.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        alive = admin.call("PUBLISH", "xy", "still here")
+        killed_pubsub = admin.call("CLIENT", "KILL", "TYPE", "pubsub")
+        seen.append((names, killed_normal, alive, killed_pubsub, sub2.is_closed(), sub3.is_closed()))
+        admin.close()
+    assert seen[0] == seen[1] == ([2, 0], 0, 2, 2, True, True)
+
+
 def test_publish_reaches_a_replicas_subscribers_but_not_the_aof(tmp_path):
     (tmp_path / "p").mkdir()
     (tmp_path / "r").mkdir()

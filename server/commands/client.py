@@ -76,6 +76,10 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
 
 
 def client_type(client) -> str:
+    """Redis's getClientType, as far as Millrace has the kinds: a subscriber is `pubsub` (whatever its
+    protocol), so CLIENT KILL TYPE normal (Sentinel's failover) leaves it be."""
+    if client.channels or client.patterns:
+        return "pubsub"
     return "normal"
 
 
