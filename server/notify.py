@@ -218,7 +218,7 @@ def notify_call(server, client, cmd, argv: list[bytes], reply, effects: list, be
 def notify_expired(server, db: int, keys: list[bytes]) -> None:
     """Keys removed by lazy or active expiry: `expired` each, before what the command itself emits."""
     pubsub = server.pubsub
-    if pubsub.flags:
+    if pubsub.active:
         for key in keys:
             pubsub.notify(EXPIRED, "expired", key, db)
 

@@ -49,7 +49,7 @@ def _message(kind: bytes, *parts: bytes) -> tuple[bytes, bytes]:
 class PubSub:
     """Channel and pattern subscriptions of all clients: `server.pubsub`."""
 
-    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "output_limits", "to_check")
+    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "active", "output_limits", "to_check")
 
     def __init__(self, server) -> None:
         self.server = server
@@ -57,6 +57,7 @@ class PubSub:
         self.patterns: dict[bytes, dict] = {}  # pattern -> {client: None}
         self.matchers: dict[bytes, object] = {}  # pattern -> its compiled glob
         self.flags = notify_flags(server.config["notify-keyspace-events"])
+        self.active = 0  # `flags` while anyone is subscribed, else 0: commands skip their events then
         self.output_limits = self.limits()
         self.to_check: set = set()  # subscribers sent messages this loop turn: their output is checked once
 
@@ -64,8 +65,13 @@ class PubSub:
         """CONFIG SET of a parameter read here: cached, as reading it per message would cost."""
         if name == "notify-keyspace-events":
             self.flags = notify_flags(self.server.config[name])
+            self.update_active()
         elif name == "client-output-buffer-limit":
             self.output_limits = self.limits()
+
+    def update_active(self) -> None:
+        """Events go nowhere while nobody is subscribed: working them out can wait until someone is."""
+        self.active = self.flags if self.channels or self.patterns else 0
 
     # -- subscriptions -------------------------------------------------------------
 
@@ -74,6 +80,8 @@ class PubSub:
         if channel in client.channels:
             return False
         client.channels[channel] = None
+        if not self.channels and not self.patterns:
+            self.active = self.flags
         self.channels.setdefault(channel, {})[client] = None
         client.update_subscribed()
         return True
@@ -85,6 +93,7 @@ class PubSub:
         del subscribers[client]
         if not subscribers:
             del self.channels[channel]
+            self.update_active()
         client.update_subscribed()
         return True
 
@@ -92,6 +101,8 @@ class PubSub:
         if pattern in client.patterns:
             return False
         client.patterns[pattern] = None
+        if not self.channels and not self.patterns:
+            self.active = self.flags
         subscribers = self.patterns.get(pattern)
         if subscribers is None:
             subscribers = self.patterns[pattern] = {}
@@ -108,6 +119,7 @@ class PubSub:
         if not subscribers:
             del self.patterns[pattern]
             del self.matchers[pattern]
+            self.update_active()
         client.update_subscribed()
         return True
 

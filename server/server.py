@@ -224,7 +224,7 @@ class Server:
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
         start = perf_counter_ns()
-        flags = self.pubsub.flags
+        flags = self.pubsub.active  # notify-keyspace-events while anyone is subscribed
         notifying = flags and (cmd.write or flags & KEY_MISS)
         try:
             if notifying:
