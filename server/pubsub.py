@@ -38,11 +38,15 @@ def notify_flags(text: str) -> int:
     return flags
 
 
-def _message(kind: bytes, *parts: bytes) -> tuple[bytes, bytes]:
+def _message(channel: bytes, message: bytes) -> tuple[bytes, bytes]:
     """A message's RESP2 array and RESP3 push form (they differ in the first byte only)."""
-    array = b"*%d\r\n$%d\r\n%b\r\n" % (len(parts) + 1, len(kind), kind) + b"".join(
-        b"$%d\r\n%b\r\n" % (len(part), part) for part in parts
-    )
+    array = b"*3\r\n$7\r\nmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(channel), channel, len(message), message)
+    return array, b">" + array[1:]
+
+
+def _pmessage(pattern: bytes, channel: bytes, message: bytes) -> tuple[bytes, bytes]:
+    array = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+        len(pattern), pattern, len(channel), channel, len(message), message)
     return array, b">" + array[1:]
 
 
@@ -137,13 +141,13 @@ class PubSub:
         receivers = 0
         subscribers = self.channels.get(channel)
         if subscribers:
-            self.deliver(subscribers, _message(b"message", channel, message))
+            self.deliver(subscribers, _message(channel, message))
             receivers += len(subscribers)
         if self.patterns:
             matchers = self.matchers
             for pattern, subscribers in self.patterns.items():
                 if matchers[pattern](channel):
-                    self.deliver(subscribers, _message(b"pmessage", pattern, channel, message))
+                    self.deliver(subscribers, _pmessage(pattern, channel, message))
                     receivers += len(subscribers)
         return receivers
 
