@@ -324,3 +324,30 @@ def test_client_output_buffer_limit_pubsub_drops_a_subscriber_that_does_not_read
     for log in (server.read_log(), oracle_server.read_log()):
         matches = [text for text in log.splitlines() if line in text]
         assert len(matches) == 1 and " name=slow " in matches[0] and " flags=P " in matches[0] and " sub=1 " in matches[0]
+
+
+def test_pathological_pattern_and_a_subscriber_gone_mid_message(server):
+    """A pattern of many stars against a long channel name costs linear time (storage/glob.py), and a
+    subscriber that disconnects while a large message is on its way leaves no subscription behind."""
+    pattern = "*a" * 40 + "*b"
+    watcher = RawConn(server.port)
+    watcher.send(encode_command("PSUBSCRIBE", pattern))
+    watcher.read()
+    publisher = RawConn(server.port)
+    started = time.monotonic()
+    assert publisher.call("PUBLISH", "a" * 200_000, "m") == 0
+    assert time.monotonic() - started < 2.0  # the issue asks for linear time: backtracking takes minutes here
+    assert publisher.call("PUBLISH", "a" * 1000 + "b", "m") == 1
+    watcher.close()
+    leaving = socket.create_connection(("127.0.0.1", server.port))
+    leaving.sendall(encode_command("SUBSCRIBE", "big"))
+    time.sleep(0.1)
+    publisher.send(encode_command("PUBLISH", "big", b"x" * (8 << 20)))
+    leaving.close()
+    assert publisher.read() == 1
+    time.sleep(0.2)
+    assert publisher.call("PUBSUB", "NUMSUB", "big") == [b"big", 0]
+    assert publisher.call("PUBSUB", "NUMPAT") == 0
+    info = publisher.call("INFO", "clients").decode()
+    assert "pubsub_clients:0" in info
+    publisher.close()
