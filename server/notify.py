@@ -1,13 +1,14 @@
-"""Keyspace notifications: the events Redis's commands emit, derived from a write's outcome.
+"""Keyspace notifications: the events Redis's commands emit, derived from a command's outcome.
 
 Redis calls notifyKeyspaceEvent from inside each command; here a write's
 reply and effects say what happened, so the events of the client's command are
 worked out in one place after it ran (`Server.call`), with Redis's names:
 INCR emits `incrby`, XADD with a trim that removed entries `xadd` then
 `xtrim`, SET ... EX `set` then `expire`, an EXPIRE in the past `del`.
-Two facts are not in the outcome and are taken before the command runs
-(`before`): which keys existed (`new`, Redis's dbAdd) and, for XREADGROUP,
-XCLAIM and XAUTOCLAIM, whether the consumer did (`xgroup-createconsumer`).
+What the outcome does not say is taken before the command runs (`before`):
+which keys existed and with what type (`new`, `overwritten`, `type_changed`),
+whether XREADGROUP's, XCLAIM's or XAUTOCLAIM's consumer did
+(`xgroup-createconsumer`), and which keys a read will miss (`keymiss`).
 """
 
 from __future__ import annotations
