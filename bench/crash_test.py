@@ -35,7 +35,9 @@ the process), so this checks that no reply precedes its write and that
 loading is right; a power cut, which only fsync guards against, is beyond it.
 
 `CRASH_KILLS=n` (default 100) sets the number of kills, `CRASH_SEED` the
-random seed, `CRASH_MILLRACE_ROOT` another checkout to run the server from. Prints the counts; exits 1 if anything was lost, invented or
+random seed, `CRASH_MILLRACE_ROOT` another checkout to run the server from;
+`CRASH_STOP_ON_FAIL=1` stops at the first failed check and leaves that
+server running. Prints the counts; exits 1 if anything was lost, invented or
 inconsistent, 2 if the server failed to start or died by itself.
 """
 
@@ -323,7 +325,12 @@ def check(conn: RawConnection, ledger: Ledger) -> Findings:
         length = conn.call("XLEN", key)
         if length != len(entries):
             again = len(xrange_all(conn, key))  # the same read once more: a passing state or a lasting one
-            found.inconsistent.append(f"{key}: XRANGE - + gave {len(entries)} entries, XLEN says {length}, the same XRANGE again gives {again}")
+            short = len(conn.call("XRANGE", key, "-", "+", "COUNT", "10"))
+            backwards = len(conn.call("XREVRANGE", key, "+", "-", "COUNT", "10000"))
+            found.inconsistent.append(
+                f"{key}: XRANGE - + gave {len(entries)} entries, XLEN says {length}; then XRANGE - + again gives {again}, "
+                f"with COUNT 10 {short}, XREVRANGE + - COUNT 10000 {backwards}"
+            )
         for entry_id, flat in entries:
             fields = pairs(flat)
             tag = fields.get(b"t")
@@ -446,6 +453,10 @@ def main() -> int:
             if status == "FAIL" and not os.path.exists(f"{workdir}.failed-{round_no}"):
                 os.rename(before, f"{workdir}.failed-{round_no}")
                 status += f" (the files before this restart: {workdir}.failed-{round_no})"
+                if os.environ.get("CRASH_STOP_ON_FAIL"):  # leave the failed server up to look at
+                    print(f"kill {round_no}: {found.lost[:3]} {found.invented[:3]} {found.inconsistent[:3]}")
+                    print(f"stopped at the first failure; the server still runs: pid {server.pid}, port {server.port}, dir {workdir}")
+                    return 1
             print(
                 f"kill {round_no:3d}: {status}, {sum(client.record.ops for client in clients)} replies"
                 f"{', during ' + background if background else ''}; lost {len(found.lost)}, invented {len(found.invented)}, inconsistent {len(found.inconsistent)}",
