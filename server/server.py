@@ -185,14 +185,6 @@ class Server:
             return client.queue(cmd, argv)
         return self.call(client, cmd, argv)
 
-    def update_refusing(self) -> None:
-        """Is any state in force that refuses some commands? Then every command goes through execute()."""
-        replication = self.replication
-        self.refusing = self.oom or self.disk_error is not None or (
-            replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
-        )
-
-    def refuse(self, cmd: Command) -> None:
     def snapshot_header(self):
         """Where a snapshot taken now stands in the replication stream."""
         from persistence.snapshot import Header
@@ -203,6 +195,14 @@ class Server:
         stream_db = master.client.db.id if master is not None else -1
         return Header(self.replid, self.master_repl_offset, stream_db, __version__)
 
+    def update_refusing(self) -> None:
+        """Is any state in force that refuses some commands? Then every command goes through execute()."""
+        replication = self.replication
+        self.refusing = self.oom or self.disk_error is not None or (
+            replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
+        )
+
+    def refuse(self, cmd: Command) -> None:
         """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN."""
         if self.oom and "denyoom" in cmd.flags:
             raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
@@ -449,6 +449,9 @@ class Server:
         """Write each queued client's replies in one call; close those that asked for it."""
         if self.aof is not None:  # the turn's effects reach the AOF before any reply (group commit)
             self.persistence.flush()
+        replication = self.replication
+        if replication is not None and replication.flushed != self.master_repl_offset:
+            replication.flush()  # one write per replica and turn
         clients, self.pending_writes = self.pending_writes, []
         written = 0
         for client in clients:
@@ -465,9 +468,6 @@ class Server:
 
     # -- blocking ----------------------------------------------------------
 
-        replication = self.replication
-        if replication is not None and replication.flushed != self.master_repl_offset:
-            replication.flush()  # one write per replica and turn
     def block(self, client, cmd: Command, block: Block):
         """Park client on block's keys, or answer at once where Redis never blocks."""
         if block.effects:
