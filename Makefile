@@ -5,7 +5,7 @@ PORT   ?= 6379
 DATA   ?= ./data
 FSYNC  ?= everysec
 
-.PHONY: install run test lint bench crash-test pipeline clean
+.PHONY: install run test lint bench crash-test pipeline clean ha-demo
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,9 @@ test: install
 
 lint: install
 	$(PY) -m ruff check .
+
+ha-demo: install  # a Millrace primary, two replicas and three redis-sentinel: kill -9 the primary, watch the failover
+	$(PY) -m pytest -s -q -p no:cacheprovider tests/test_sentinel.py
 
 bench: install
 	$(PY) -m bench $(BENCH_ARGS)
