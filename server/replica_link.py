@@ -110,7 +110,9 @@ class MasterLink:
             reply = await call(*auth)
             if reply[:1] == b"-":
                 raise ReplicationError(f"Unable to AUTH to MASTER: {reply.decode(errors='replace')}")
-        await call(b"REPLCONF", b"listening-port", b"%d" % server.port)
+        await call(b"REPLCONF", b"listening-port", b"%d" % (config["replica-announce-port"] or server.port))
+        if config["replica-announce-ip"]:  # what the primary (and Sentinel, through its INFO) tells others
+            await call(b"REPLCONF", b"ip-address", config["replica-announce-ip"].encode())
         await call(b"REPLCONF", b"capa", b"eof", b"capa", b"psync2")
         if self.full_resync:
             log.info("Partial resynchronization not possible (no cached master)")

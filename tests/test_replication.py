@@ -320,3 +320,16 @@ def test_a_replica_of_a_replica_applies_the_stream_in_the_db_it_had_selected(tmp
         leaf.stop()
         middle.stop()
         primary.stop()
+
+
+def test_replica_announce_ip_and_port_are_what_the_primary_reports(tmp_path):
+    primary = start(tmp_path, "primary")
+    replica = replica_of(tmp_path, "replica", primary.port, "--replica-announce-ip", "10.1.2.3", "--replica-announce-port", "6390")
+    try:
+        p = primary.client()
+        caught_up(p, replica.client())
+        assert info(p)["slave0"]["ip"] == "10.1.2.3" and info(p)["slave0"]["port"] == 6390
+        assert [entry[:2] for entry in p.execute_command("ROLE")[2]] == [[b"10.1.2.3", b"6390"]]  # the offset moves on
+    finally:
+        replica.stop()
+        primary.stop()
