@@ -340,8 +340,8 @@ def become_primary(server) -> None:
 
 def _encoded_size(argv: list[bytes]) -> int:
     """Bytes of argv as a canonical RESP array of bulk strings (what the primary sent)."""
-    size = 3 + len(str(len(argv)))
+    size = 3 + 5 * len(argv) + len(str(len(argv)))  # *<count>\r\n, and $ \r\n \r\n around each
     for arg in argv:
         n = len(arg)
-        size += n + 5 + len(str(n))
+        size += n + (1 if n < 10 else 2 if n < 100 else len(str(n)))  # the usual lengths need no str()
     return size
