@@ -389,6 +389,9 @@ def test_pending_list_counts_stale_ids_dropped_at_either_end():
     assert (len(pel.order), pel.head, pel.stale) == (4, 0, 2)
     assert pel.first() == 2 and (pel.head, pel.stale) == (1, 1)
     assert pel.last() == 3 and (len(pel.order), pel.stale) == (3, 0)
+    pel.pop(2)
+    pel[5] = PendingEntry(None, 5)
+    assert pel.first() == 3 and (pel.head, pel.stale) == (2, 0)
 
 
 def test_ack_many_keeps_every_pel_counted():
@@ -405,10 +408,30 @@ def test_ack_many_keeps_every_pel_counted():
 
     assert group.ack_many([2]) == [True]
     counted()
+    assert group.ack_many([6]) == [True] and bob.pel.stale == 1
+    group.pel[6] = bob.pel[6] = PendingEntry(bob, 20)  # given back, as add_pending would
+    counted()
     assert group.ack_many([3, 5, 9]) == [True, True, False]
     counted()
     assert (list(group.pel), list(alice.pel), list(bob.pel)) == ([1, 4, 6], [1], [4, 6])
     assert (group.pel.stale, alice.pel.stale, bob.pel.stale) == (3, 2, 1)
+    assert group.ack_many([4]) == [True] and bob.pel.stale == 2  # one owner: counted on, not reset
+    group.pel[4] = bob.pel[4] = PendingEntry(bob, 20)
+    counted()
     assert group.ack_many([9]) == [False]
     assert group.ack_many([1, 4, 6]) == [True, True, True]
     assert (len(group.pel), group.pel.order, alice.pel.order, bob.pel.order) == (0, [], [], [])
+
+
+def test_bulk_read_across_a_tombstone_estimates_as_one_by_one():
+    """advance_many counts on only without a tombstone ahead: across one, it re-estimates as advance does."""
+    for bulk in (False, True):
+        stream = ModelStream()
+        add(stream, "many", 2)
+        group = ConsumerGroup(0, 0)
+        read(stream, group, 2, bulk=bulk)
+        assert group.entries_read == 2
+        add(stream, "many", 3)  # 3, 4, 5
+        stream.delete(2)  # 3: a tombstone after the group
+        assert read(stream, group, 2, bulk=bulk) == [4, 5]
+        assert (group.entries_read, lag(stream, group)) == (5, 0)
