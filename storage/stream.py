@@ -335,9 +335,8 @@ class Stream:
 
         The usual entry (open tail node with room, the master entry's fields,
         a field/value list seen before) takes a fast path: its listpack size,
-        the ID deltas aside, comes from `_ROWS` (through `_LAST_ROW`) in one lookup.
+        the ID deltas aside, comes from `_ROWS` (through `_LAST_ROW`) in one lookup (`_add_at`).
         """
-        global _LAST_ROW
         last = self.last_id
         ms = last >> 64
         if now_ms > ms:  # a clock in ms never reaches 2**64: last is not MAX_ID here
@@ -351,6 +350,22 @@ class Stream:
                 ms += 1
                 if ms > U64_MAX:  # last was MAX_ID
                     raise ReplyError(EXHAUSTED)
+        return self._add_at(entry_id, ms, seq, flat, max_entries, max_bytes)
+
+    def add_id(self, ms: int, seq: int, flat: list[bytes], max_entries: int = 100, max_bytes: int = 4096) -> bytes:
+        """XADD with an explicit `ms-seq` (what a replica applies): append(next_id(now, ms, seq), flat, ...)
+        through add()'s fast path; returns the ID's text (format_id). Redis's errors as next_id's."""
+        last = self.last_id
+        if last == MAX_ID:
+            raise ReplyError(EXHAUSTED)
+        entry_id = (ms << 64) | seq
+        if entry_id <= last:
+            raise ReplyError(ID_TOO_SMALL)
+        return self._add_at(entry_id, ms, seq, flat, max_entries, max_bytes)
+
+    def _add_at(self, entry_id: int, ms: int, seq: int, flat: list[bytes], max_entries: int, max_bytes: int) -> bytes:
+        """Append entry_id (= ms-seq, above last_id): the usual entry in a few steps, any other through append()."""
+        global _LAST_ROW
         last_flat, known = _LAST_ROW
         if flat != last_flat:
             known = _ROWS.get(tuple(flat))

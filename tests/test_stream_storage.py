@@ -452,6 +452,37 @@ def test_add_fast_path_matches_append(max_entries, max_bytes):
     assert (fast.length, fast.last_id, fast.first_id, fast.entries_added) == (slow.length, slow.last_id, slow.first_id, slow.entries_added)
 
 
+@pytest.mark.parametrize("max_entries, max_bytes", [(100, 4096), (3, 4096), (0, 300), (100, 0), (1000, 1 << 20)])
+def test_add_id_matches_append(max_entries, max_bytes):
+    """Stream.add_id (a replica's `XADD key ms-seq ...`) builds the same nodes as next_id + append,
+    whatever gaps the IDs leave, and refuses an ID at or below the last one as next_id does."""
+    import random
+
+    rnd = random.Random(max_entries * 5 + max_bytes)
+    fast, slow = Stream(), Stream()
+    ms, seq = 1700000000000, 0
+    values = [b"1234", b"10.5", b"-7", b"x" * 70]
+    for step in range(3000):
+        gap = rnd.choice([0, 0, 0, 1, 200, 5000, 1 << 40])
+        ms, seq = (ms, seq + rnd.choice([1, 1, 2, 130, 5000])) if not gap else (ms + gap, rnd.choice([0, 0, 3, 4100, 1 << 63]))
+        flat = [b"sensor-id", rnd.choice(values), b"temperature", rnd.choice(values)] if rnd.random() < 0.8 else [b"a", rnd.choice(values)]
+        text = fast.add_id(ms, seq, flat, max_entries, max_bytes)
+        entry_id = slow.next_id(0, ms, seq)
+        slow.append(entry_id, flat, max_entries, max_bytes)
+        assert text == format_id(entry_id)
+        if step % 300 == 0:
+            with pytest.raises(ReplyError, match="equal or smaller"):
+                fast.add_id(ms, seq, flat, max_entries, max_bytes)
+        if step % 900 == 0:
+            fast, slow = Stream.load(fast.dump()), Stream.load(slow.dump())  # a sealed tail node
+        assert _nodes(fast) == _nodes(slow)
+    assert fast.range(0, MAX_ID) == slow.range(0, MAX_ID)
+    assert (fast.length, fast.last_id, fast.first_id, fast.entries_added) == (slow.length, slow.last_id, slow.first_id, slow.entries_added)
+    fast.add_id(2**64 - 1, 2**64 - 1, [b"f", b"v"])
+    with pytest.raises(ReplyError, match="exhausted"):
+        fast.add_id(2**64 - 1, 2**64 - 1, [b"f", b"v"])
+
+
 def test_dump_and_load_keep_nodes_and_counters():
     import msgpack
 

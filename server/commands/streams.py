@@ -18,7 +18,7 @@ from protocol.errors import SYNTAX, ReplyError, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
 from storage.stream import Node, Stream, expand_rows
-from storage.stream_id import MAX_ID, SEQ_MASK, format_id, parse_strict_id, parse_xadd_id
+from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict_id, parse_xadd_id
 
 from ..command import command
 from .args import help_reply, to_int
@@ -200,6 +200,23 @@ _PLAIN_XADD = TrimArgs()  # `XADD key * field value ...`: no options to parse
 _PLAIN_XADD.id_pos = 2
 
 
+def _is_count(arg: bytes) -> bool:
+    """A non-negative integer as to_int takes it without overflow: digits, no leading zero."""
+    return arg.isdigit() and len(arg) < 19 and (arg[0] != 48 or len(arg) == 1)
+
+
+def _explicit_id(arg: bytes) -> tuple[int, int] | None:
+    """ms and seq of an XADD ID written `ms-seq` in digits, above 0-0; None for any other form
+    (`*`, `ms-*`, `ms`, an option, an invalid ID), which parse_trim_args handles with Redis's errors."""
+    ms_text, dash, seq_text = arg.partition(b"-")
+    if not (dash and ms_text.isdigit() and seq_text.isdigit()) or len(arg) > 127:
+        return None
+    ms, seq = int(ms_text), int(seq_text)
+    if ms > U64_MAX or seq > U64_MAX or not (ms or seq):
+        return None
+    return ms, seq
+
+
 def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
     return [name, key, b"MAXLEN", b"=", b"%d" % stream.length]
 
@@ -221,6 +238,30 @@ def xadd(ctx, argv):
             stream = Stream()
             ctx.db.set(key, stream)
         reply = stream.add(server.now, fields, max_entries, max_bytes)
+        return reply, [[b"XADD", key, reply, *fields]]
+    # What a replica (or the AOF loader) applies: `XADD key ms-seq field value ...`, and after a
+    # trim `XADD key MAXLEN = n ms-seq field value ...`. Anything else, errors included, is parsed in full.
+    argc = len(argv)
+    if argc & 1:
+        id_pos, maxlen = 2, -1
+    elif argc >= 8 and argv[2] == b"MAXLEN" and argv[3] == b"=" and _is_count(argv[4]):
+        id_pos, maxlen = 5, int(argv[4])
+    else:
+        id_pos = 0
+    if id_pos and (explicit := _explicit_id(argv[id_pos])) is not None:
+        key = argv[1]
+        server = ctx.server
+        stream = ctx.db.lookup_type(key, server.now, Stream)
+        max_entries, max_bytes = server.config.stream_node_limits
+        fields = argv[id_pos + 1 :]
+        if stream is None:
+            stream = Stream()
+            reply = stream.add_id(*explicit, fields, max_entries, max_bytes)
+            ctx.db.set(key, stream)
+        else:
+            reply = stream.add_id(*explicit, fields, max_entries, max_bytes)
+        if maxlen >= 0 and stream.trim(maxlen=maxlen, approx=False, limit=0):
+            return reply, [[b"XADD", key, b"MAXLEN", b"=", b"%d" % stream.length, reply, *fields]]
         return reply, [[b"XADD", key, reply, *fields]]
     args = _PLAIN_XADD if argv[2] == b"*" else parse_trim_args(ctx, argv, xadd=True)
     field_pos = args.id_pos + 1
