@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import hiredis
@@ -146,13 +147,25 @@ def drain(sock: socket.socket) -> tuple[bytes, bool]:
         sock.setblocking(True)
 
 
+_PROBING: dict[int, threading.Lock] = {}
+_PROBING_GUARD = threading.Lock()
+
+
 def probe(port: int, *chunks: bytes) -> tuple[bytes, bool]:
     """Send each chunk as a read of its own, and return all the server answered and whether it closed.
 
     No silence is taken for the end: before each next chunk the server has read the previous one
     (an InputCounter says so), and after the last, two more round trips on the counter's connection
     pass before the answer is collected, so replies and closes decided while reading are done.
+    The counter counts every client's bytes, so probes of one server (from threads) take turns.
     """
+    with _PROBING_GUARD:
+        turn = _PROBING.setdefault(port, threading.Lock())
+    with turn:
+        return _probe(port, chunks)
+
+
+def _probe(port: int, chunks: tuple[bytes, ...]) -> tuple[bytes, bool]:
     counter = InputCounter(port)
     sock = socket.create_connection(("127.0.0.1", port))
     out, closed, sent = b"", False, 0
