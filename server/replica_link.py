@@ -46,6 +46,7 @@ class MasterLink:
         self.sync_bytes = self.sync_read = 0
         self.last_ack = 0.0
         self.full_resync = False  # set when the stream could not be applied: the next PSYNC asks for a snapshot
+        self.failover = False  # FAILOVER: the next PSYNC asks the target to take over
         self.ack_asked = False  # the primary sent REPLCONF GETACK in the read being applied
         self.client = LoadingClient(server)  # applies the stream; kept across partial resyncs, with its db
         if server.replication.stream_db >= 0:  # restarted from a snapshot taken as a replica
@@ -120,7 +121,8 @@ class MasterLink:
         else:
             replid, offset = server.replid, server.master_repl_offset
             log.info("Trying a partial resynchronization (request %s:%d).", replid, offset + 1)
-            reply = await call(b"PSYNC", replid.encode(), b"%d" % (offset + 1))
+            extra = [b"FAILOVER"] if self.failover else []
+            reply = await call(b"PSYNC", replid.encode(), b"%d" % (offset + 1), *extra)
         replication = server.replication
         if reply.startswith(b"+FULLRESYNC"):
             _, new_id, new_offset = reply.split()
@@ -143,10 +145,17 @@ class MasterLink:
             replication.create_backlog()
             self.client.multi = None  # a transaction cut by the lost link comes again whole
         else:
+            if self.failover:  # the target refused to take over: stay the primary
+                log.warning("FAILOVER target refused PSYNC FAILOVER: %s; aborting the failover", reply.decode(errors="replace"))
+                self.failover = False
+                server.loop.call_soon(replication.failover_refused)
             raise ReplicationError(f"Unexpected reply to PSYNC from master: {reply.decode(errors='replace')}")
         self.state = "connected"
         self.last_io = time.time()
         log.info("MASTER <-> REPLICA sync: Finished with success")
+        if self.failover:
+            self.failover = False
+            replication.failover_done()
         await self._stream(reader, writer, leftover)
 
     async def _read_payload(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -310,14 +319,18 @@ class MasterLink:
         return [b"slave", self.host.encode(), self.port, state, self.server.master_repl_offset if self.state == "connected" else -1]
 
 
-def become_replica(server, host: str, port: int) -> None:
-    """REPLICAOF host port: follow that primary (keeping our data until a full sync replaces it)."""
+def become_replica(server, host: str, port: int, failover: bool = False) -> None:
+    """REPLICAOF host port: follow that primary (keeping our data until a full sync replaces it).
+
+    `failover`: FAILOVER's last step; our PSYNC asks the target, our replica, to take over first.
+    """
     replication = server.replication
     if replication.master is not None:
         replication.master.stop()
     replication.disconnect_replicas()
     Database.expiry = "hide"  # a replica never expires keys by its own clock: the primary's DELs do
     replication.master = MasterLink(server, host, port)
+    replication.master.failover = failover
     server.update_refusing()
     if server.loop is not None:
         replication.master.start()

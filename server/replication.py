@@ -58,6 +58,18 @@ class ReplicaLink:
         return self.ip or self.client.addr.rsplit(":", 1)[0]
 
 
+@dataclass(eq=False)
+class Failover:
+    """A FAILOVER in progress: its state as INFO's master_failover_state names it."""
+
+    state: str  # waiting-for-sync, failover-in-progress
+    target: ReplicaLink
+    host: str
+    port: int
+    deadline: float | None  # TIMEOUT, as time.time()
+    force: bool
+
+
 class Replication:
     """Replication state of one server: `server.replication`."""
 
@@ -74,6 +86,7 @@ class Replication:
         self.good_replicas = 0
         self.stats = {"sync_full": 0, "sync_partial_ok": 0, "sync_partial_err": 0}
         self.stream_db = -1  # a replica's: the db its primary's stream had selected when a snapshot was taken
+        self.failover: Failover | None = None
         self.flushed = 0  # the stream offset every replica has been sent (or buffered) up to
 
     def install(self) -> None:
@@ -268,6 +281,8 @@ class Replication:
             link.aof_offset = max(link.aof_offset, aof_offset)
         link.ack_time = time.time()
         self.wake_waiters()
+        if self.failover is not None:
+            self.check_failover()
 
     def acked(self, offset: int, aof: bool = False) -> int:
         return sum(1 for link in self.replicas if link.state == "online" and (link.aof_offset if aof else link.ack_offset) >= offset)
@@ -294,6 +309,8 @@ class Replication:
         server = self.server
         self.check_children()
         self.flush()
+        if self.failover is not None:
+            self.check_failover()
         now = time.time()
         config = server.config
         if self.master is None and self.replicas and now - self.last_ping >= config["repl-ping-replica-period"]:
@@ -322,6 +339,57 @@ class Replication:
         self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and now - link.ack_time <= lag)
         if self.master is not None:
             self.master.cron()
+
+    # -- FAILOVER (Redis 6.2's coordinated failover) -----------------------------------------
+
+    def start_failover(self, target: ReplicaLink, host: str, port: int, deadline: float | None, force: bool) -> None:
+        """Pause writes, wait for the target to have everything, then hand over (check_failover)."""
+        from .pause import pause
+
+        self.failover = Failover("waiting-for-sync", target, host, port, deadline, force)
+        pause(self.server, True, self.server.clock() + 10 * 365 * 86400 * 1000)
+        log.info("FAILOVER requested to %s:%d.", host, port)
+        self.request_acks()
+
+    def check_failover(self) -> None:
+        failover = self.failover
+        if failover is None or failover.state != "waiting-for-sync":
+            return
+        synced = failover.target.ack_offset >= self.server.master_repl_offset and failover.target in self.replicas
+        if not synced and failover.deadline is not None and time.time() > failover.deadline:
+            if not failover.force:
+                log.warning("FAILOVER to %s:%d timed out.", failover.host, failover.port)
+                self.abort_failover()
+                return
+            synced = True
+        if synced:
+            from .replica_link import become_replica
+
+            log.info("Failover target %s:%d is synced, failing over.", failover.host, failover.port)
+            failover.state = "failover-in-progress"
+            become_replica(self.server, failover.host, failover.port, failover=True)
+        else:
+            self.request_acks()
+
+    def failover_done(self) -> None:
+        from .pause import unpause
+
+        if self.failover is not None:
+            log.info("Failover target %s:%d is now the primary.", self.failover.host, self.failover.port)
+        self.failover = None
+        unpause(self.server)
+
+    def failover_refused(self) -> None:
+        from .replica_link import become_primary
+
+        become_primary(self.server)
+        self.abort_failover()
+
+    def abort_failover(self) -> None:
+        from .pause import unpause
+
+        self.failover = None
+        unpause(self.server)
 
     # -- role changes ------------------------------------------------------------------
 
@@ -353,7 +421,7 @@ class Replication:
             fields.append((f"slave{index}", f"ip={link.addr},port={link.port},state={state},offset={link.ack_offset},lag={int(now - link.ack_time)}"))
         backlog = self.backlog
         fields += [
-            ("master_failover_state", "no-failover"),
+            ("master_failover_state", self.failover.state if self.failover is not None else "no-failover"),
             ("master_replid", server.replid),
             ("master_replid2", self.replid2),
             ("master_repl_offset", server.master_repl_offset),

@@ -333,3 +333,31 @@ def test_replica_announce_ip_and_port_are_what_the_primary_reports(tmp_path):
     finally:
         replica.stop()
         primary.stop()
+
+
+def test_failover_swaps_roles_with_nothing_lost(tmp_path):
+    """FAILOVER: writes pause, the replica catches up and takes over, the old primary follows it."""
+    primary = start(tmp_path, "primary")
+    replica = replica_of(tmp_path, "replica", primary.port)
+    try:
+        p, r = primary.client(), replica.client()
+        run_workload(p, 41, 200)
+        caught_up(p, r)
+        with pytest.raises(redis.ResponseError, match="FAILOVER target HOST and PORT is not a replica."):
+            p.execute_command("FAILOVER", "TO", "127.0.0.1", 1)
+        with pytest.raises(redis.ResponseError, match="FAILOVER is not in progress."):
+            p.execute_command("FAILOVER", "ABORT")
+        assert p.execute_command("FAILOVER", "TO", "127.0.0.1", replica.port, "TIMEOUT", 5000) == b"OK"
+        wait_for(lambda: info(r)["role"] == "master" and info(p).get("master_link_status") == "up")
+        assert info(p)["master_failover_state"] == "no-failover" and info(p)["master_port"] == replica.port
+        assert info(r)["master_replid2"] == info(p)["master_replid2"] or info(r)["master_replid"] == info(p)["master_replid"]
+        with pytest.raises(redis.ReadOnlyError):
+            p.set("k", "v")
+        run_workload(r, 42, 100)  # the new primary takes writes, the old one follows it
+        same_state(r, p)
+        assert info(r, "stats")["sync_partial_ok"] == 1 and info(r, "stats")["sync_full"] == 0
+        with pytest.raises(redis.ResponseError, match="FAILOVER is not valid when server is a replica."):
+            p.execute_command("FAILOVER")
+    finally:
+        replica.stop()
+        primary.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Simple
 
@@ -60,10 +62,21 @@ def slaveof(ctx, argv):
 
 @command("psync", -3, "admin noscript no-async-loading no-multi", group="server", summary="An internal command used in replication.", since="2.8.0")
 def psync(ctx, argv):
-    """PSYNC replid offset: +CONTINUE and the backlog, or +FULLRESYNC and a snapshot, then the stream."""
+    """PSYNC replid offset [FAILOVER]: +CONTINUE and the backlog, or +FULLRESYNC and a snapshot, then the stream.
+
+    FAILOVER comes from our own primary handing over (its FAILOVER command): we become the
+    primary first, keeping its history as replid2, so it continues from us."""
+    from ..replica_link import become_primary
+
     replication = _replication(ctx)
     if ctx.replica is not None:
         return NO_REPLY  # already a replica: Redis ignores a second SYNC
+    if len(argv) > 3:
+        if len(argv) != 4 or argv[3].lower() != b"failover":
+            raise ReplyError("ERR syntax error")
+        if replication.master is None or argv[1].decode(errors="replace") != ctx.server.replid:
+            raise ReplyError("ERR PSYNC FAILOVER replid must match my replid.")
+        become_primary(ctx.server)
     master = replication.master
     if master is not None and master.state != "connected":
         raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
@@ -169,3 +182,59 @@ def role(ctx, argv):
         [link.addr.encode(), b"%d" % link.port, b"%d" % link.ack_offset] for link in replication.replicas if link.state == "online"
     ]
     return [b"master", ctx.server.master_repl_offset, replicas]
+
+
+@command("failover", -1, "admin noscript stale", group="server", summary="Starts a coordinated failover from a server to one of its replicas.", since="6.2.0")
+def failover(ctx, argv):
+    """FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: pause writes, let a replica catch up, swap roles."""
+    server = ctx.server
+    replication = _replication(ctx)
+    host = port = None
+    force = abort = False
+    timeout = 0
+    index = 1
+    while index < len(argv):
+        option = argv[index].lower()
+        if option == b"to" and index + 2 < len(argv) and host is None:
+            host = argv[index + 1].decode(errors="replace")
+            port = to_int(argv[index + 2])
+            index += 3
+        elif option == b"force" and not force:
+            force = True
+            index += 1
+        elif option == b"abort" and not abort:
+            abort = True
+            index += 1
+        elif option == b"timeout" and index + 1 < len(argv) and not timeout:
+            timeout = to_int(argv[index + 1])
+            if timeout <= 0:
+                raise ReplyError("ERR FAILOVER timeout must be greater than 0")
+            index += 2
+        else:
+            raise ReplyError("ERR syntax error")
+    if abort:
+        if host is not None or force or timeout:
+            raise ReplyError("ERR FAILOVER abort is not compatible with other arguments")
+        if replication.failover is None:
+            raise ReplyError("ERR FAILOVER is not in progress.")
+        replication.abort_failover()
+        return OK
+    if replication.master is not None:
+        raise ReplyError("ERR FAILOVER is not valid when server is a replica.")
+    if server.config["cluster-enabled"]:
+        raise ReplyError("ERR FAILOVER not allowed in cluster mode.")
+    online = [link for link in replication.replicas if link.state == "online"]
+    if not online:
+        raise ReplyError("ERR FAILOVER requires connected replicas.")
+    if replication.failover is not None:
+        raise ReplyError("ERR FAILOVER already in progress.")
+    if force and (not timeout or host is None):
+        raise ReplyError("ERR FAILOVER with force option requires both a timeout and target HOST and IP.")
+    if host is not None:
+        target = next((link for link in online if link.addr == host and link.port == port), None)
+        if target is None:
+            raise ReplyError("ERR FAILOVER target HOST and PORT is not a replica.")
+    else:
+        target = max(online, key=lambda link: link.ack_offset)
+    replication.start_failover(target, target.addr, target.port, time.time() + timeout / 1000 if timeout else None, force)
+    return OK
