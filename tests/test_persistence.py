@@ -340,3 +340,16 @@ def test_a_killed_child_is_reported(tmp_path):
         assert not [name for name in os.listdir(tmp_path) if name.startswith("temp-")]  # its temporary file is removed
     finally:
         proc.stop()
+
+
+def test_aof_encoding_is_canonical_resp():
+    """The AOF and the replication stream are RESP arrays of bulk strings, whatever the arguments hold
+    (a replica counts offsets by that form); a bytearray argument is encoded as its bytes."""
+    from persistence.aof import encode, encode_batch
+
+    assert encode([b"SET", b"", b"a\r\n\0\xff"]) == b"*3\r\n$3\r\nSET\r\n$0\r\n\r\n$5\r\na\r\n\0\xff\r\n"
+    assert encode([b"SETRANGE", bytearray(b"k"), b"10", bytearray(b"xy")]) == b"*4\r\n$8\r\nSETRANGE\r\n$1\r\nk\r\n$2\r\n10\r\n$2\r\nxy\r\n"
+    big = b"v" * 100_000
+    assert encode([big]) == b"*1\r\n$100000\r\n" + big + b"\r\n"
+    assert encode_batch([[b"PING"]]) == b"*1\r\n$4\r\nPING\r\n"
+    assert encode_batch([[b"MULTI"], [b"DEL", b"k"], [b"EXEC"]]) == b"*1\r\n$5\r\nMULTI\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n*1\r\n$4\r\nEXEC\r\n"
