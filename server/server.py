@@ -347,6 +347,11 @@ class Server:
 
     def propagate(self, db: int, effects: Effects) -> None:
         """Hand normalized commands to the AOF and replicas, atomically."""
+        if len(effects) == 1 and db == self._propagated_db:  # the usual write: one effect, no SELECT
+            batch = [effects[0]]
+            for listener in self.effect_listeners:
+                listener(batch)
+            return
         batch = self._select(db, [])
         if len(effects) > 1 and effects[0][0].upper() != b"MULTI":
             batch += [[b"MULTI"], *effects, [b"EXEC"]]
