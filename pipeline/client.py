@@ -22,7 +22,14 @@ def _identity(response, **_options):
 def connect(conn: Connection) -> redis.Redis:
     """A RESP2 client whose stream replies stay raw nested lists (no per-entry dicts: that is the hot path)."""
     common = dict(socket_timeout=conn.timeout, socket_connect_timeout=conn.timeout, protocol=2)
-    if conn.url:
+    if conn.sentinels:  # the current primary, found again through Sentinel after a failover
+        from redis.sentinel import Sentinel
+
+        sentinel = Sentinel(list(conn.sentinels), socket_timeout=conn.timeout)
+        client = sentinel.master_for(
+            conn.sentinel_master, db=conn.db, username=conn.username, password=conn.password, ssl=conn.ssl, **common
+        )
+    elif conn.url:
         client = redis.Redis.from_url(conn.url, **common)
     else:
         client = redis.Redis(

@@ -37,8 +37,12 @@ class Connection:
     db: int = 0
     ssl: bool = False
     timeout: float = 30.0
+    sentinels: tuple[tuple[str, int], ...] = ()  # option 'sentinel': ask these for the primary of sentinel_master
+    sentinel_master: str = "mymaster"
 
     def describe(self) -> str:
+        if self.sentinels:
+            return f"the primary of {self.sentinel_master!r} at sentinels " + ",".join(f"{h}:{p}" for h, p in self.sentinels)
         if self.url:
             return _redact(self.url)
         scheme = "rediss" if self.ssl else "redis"
@@ -152,7 +156,17 @@ def connection_from(options: dict[str, str]) -> Connection:
         timeout_s = float(timeout) if timeout else 30.0
     except ValueError:
         raise OptionError(f"option 'timeout' must be a number of seconds, got {timeout!r}")
+    sentinels = []
+    for address in (options.get("sentinel") or "").split(","):
+        if not address.strip():
+            continue
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise OptionError(f"option 'sentinel' must be host:port[,host:port...], got {address.strip()!r}")
+        sentinels.append((host, int(port)))
     return Connection(
+        sentinels=tuple(sentinels),
+        sentinel_master=options.get("sentinelmaster") or "mymaster",
         url=url,
         host=options.get("host") or "127.0.0.1",
         port=_int(options, "port", 6379, 1),
