@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .harness import Env, Row
 
-ORDER = ("foundation", "streams", "groups", "spark", "keyspace", "persistence", "replication")
+ORDER = ("foundation", "streams", "groups", "spark", "keyspace", "persistence", "replication", "ha")
 HERE = Path(__file__).resolve().parent
 
 
