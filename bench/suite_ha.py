@@ -18,8 +18,8 @@ median), and until the first XADD after the kill that WAIT reports on a
 replica (median; the other replica must first be re-pointed by Sentinel).
 No target: the issue asks for the figure beside Redis's (M/Redis > 1 means
 Millrace's deployment takes longer). Most of either figure is Sentinel's own
-timing (1 s to subjective down, its election, the random desync of up to 1 s
-before a failover starts), so rounds vary by a second or more.
+timing (1 s to subjective down, then agreement, election, promotion and
+re-pointing the other replica), the same for both kinds.
 
 Correctness, checked in every round: the new primary (as Sentinel names it,
 one of the two replicas) holds every entry whose WAIT reported a replica,
