@@ -329,7 +329,7 @@ def test_replica_announce_ip_and_port_are_what_the_primary_reports(tmp_path):
         p = primary.client()
         caught_up(p, replica.client())
         assert info(p)["slave0"]["ip"] == "10.1.2.3" and info(p)["slave0"]["port"] == 6390
-        assert [entry[:2] for entry in p.execute_command("ROLE")[2]] == [[b"10.1.2.3", b"6390"]]  # the offset moves on
+        wait_for(lambda: [entry[:2] for entry in p.execute_command("ROLE")[2]] == [[b"10.1.2.3", b"6390"]])  # the offset moves on
     finally:
         replica.stop()
         primary.stop()
