@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 
 from persistence import aof as aoffile
@@ -28,6 +27,7 @@ from protocol.reply import Error
 from storage.keyspace import Database
 
 from .client import LoadingClient
+from .fork import fork
 
 log = logging.getLogger("millrace")
 
@@ -428,22 +428,7 @@ class Persistence:
 
     def _fork(self, kind: str, temp: str, work) -> None:
         server = self.server
-        pid = os.fork()
-        if pid == 0:  # the child: write, then leave without running any of the parent's cleanup
-            code = 0
-            try:
-                signal.set_wakeup_fd(-1)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                    signal.signal(sig, signal.SIG_DFL)
-                gc.disable()
-                work()
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+        pid = fork(work)
         if kind == "rdb":  # the name snapshot.write gives its temporary file in the child
             temp = os.path.join(os.path.dirname(os.path.abspath(temp)), f"temp-{pid}-{os.path.basename(temp)}")
         self.child = Child(pid, kind, time.time(), temp, server.dirty)

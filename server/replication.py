@@ -19,13 +19,13 @@ import logging
 import os
 import select
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 
 from persistence import snapshot
 from persistence.aof import encode_batch
+
+from .fork import fork
 
 log = logging.getLogger("millrace")
 NULL_ID = "0" * 40
@@ -205,24 +205,15 @@ class Replication:
         dbs = snapshot.keyspace_dbs(server.keyspace)
         path = os.path.join(server.config["dir"], server.config["dbfilename"])
         header = server.snapshot_header()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                signal.set_wakeup_fd(-1)
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                    signal.signal(sig, signal.SIG_DFL)
-                if diskless:
-                    _send_diskless(fd, snapshot.iter_chunks(dbs, header))
-                else:
-                    snapshot.write(path, dbs, header)
-                    _send_file(fd, path)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
+
+        def work() -> None:
+            if diskless:
+                _send_diskless(fd, snapshot.iter_chunks(dbs, header))
+            else:
+                snapshot.write(path, dbs, header)
+                _send_file(fd, path)
+
+        pid = fork(work)
         link.child = pid
         log.info("Starting BGSAVE for SYNC with target: %s (pid %d)", "replicas sockets" if diskless else "disk", pid)
 

@@ -353,3 +353,17 @@ def test_aof_encoding_is_canonical_resp():
     assert encode([big]) == b"*1\r\n$100000\r\n" + big + b"\r\n"
     assert encode_batch([[b"PING"]]) == b"*1\r\n$4\r\nPING\r\n"
     assert encode_batch([[b"MULTI"], [b"DEL", b"k"], [b"EXEC"]]) == b"*1\r\n$5\r\nMULTI\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n*1\r\n$4\r\nEXEC\r\n"
+
+
+def test_a_background_save_dies_with_its_server(tmp_path):
+    """After kill -9 of the server, its BGSAVE child must not finish and replace dump.mpk behind a new server."""
+    proc = start(str(tmp_path), "--save", "")
+    client = proc.client()
+    _fill(client, 300_000)
+    client.bgsave()
+    children = open(f"/proc/{proc.proc.pid}/task/{proc.proc.pid}/children").read().split()
+    assert len(children) == 1
+    kill9(proc)
+    child = int(children[0])
+    wait_for(lambda: not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z", timeout=5)
+    assert not (tmp_path / "dump.mpk").exists()
