@@ -50,3 +50,12 @@ def _die_with(parent: int) -> None:
         pass
     if os.getppid() != parent:
         os._exit(1)
+
+
+def reap(pid: int) -> int | None:
+    """A child's exit code once it has ended (negative: killed by that signal), None while it runs."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere, or never ours: count it as failed
+        return 1
+    return None if done == 0 else os.waitstatus_to_exitcode(status)

@@ -27,7 +27,7 @@ from protocol.reply import Error
 from storage.keyspace import Database
 
 from .client import LoadingClient
-from .fork import fork
+from .fork import fork, reap
 
 log = logging.getLogger("millrace")
 
@@ -447,14 +447,10 @@ class Persistence:
         child = self.child
         if child is None:
             return
-        try:
-            pid, status = os.waitpid(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            pid, status = child.pid, 1 << 8
-        if pid == 0:
+        code = reap(child.pid)
+        if code is None:
             return
         self.child = None
-        code = os.waitstatus_to_exitcode(status)
         ok = code == 0
         if code < 0:
             log.warning("%s terminated by signal %d", "Background saving" if child.kind == "rdb" else "Background AOF rewrite", -code)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from persistence import snapshot
 from persistence.aof import encode_batch
 
-from .fork import fork
+from .fork import fork, reap
 
 log = logging.getLogger("millrace")
 NULL_ID = "0" * 40
@@ -221,14 +221,11 @@ class Replication:
         for link in list(self.replicas):
             if not link.child:
                 continue
-            try:
-                pid, status = os.waitpid(link.child, os.WNOHANG)
-            except ChildProcessError:
-                pid, status = link.child, 1 << 8
-            if pid == 0:
+            code = reap(link.child)
+            if code is None:
                 continue
             link.child = 0
-            if os.waitstatus_to_exitcode(status) != 0:
+            if code != 0:
                 log.warning("Snapshot transfer to replica %s failed", link.client.addr)
                 link.client.kill()
                 continue
