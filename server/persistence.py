@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -141,8 +142,28 @@ class Persistence:
 
     # -- loading -----------------------------------------------------------------
 
+    def remove_stale_temp_files(self) -> None:
+        """Temporary files of a save or rewrite cut short by a crash: nothing will ever rename them."""
+        pattern = re.compile(r"temp-(\d+)-")
+        for directory in (self.dir, self.aof_dir):
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                if not name.startswith("temp-"):
+                    continue
+                match = pattern.match(name) or re.search(r"-bg-(\d+)\.aof$", name)
+                if match is not None and _alive(int(match.group(1))):
+                    continue  # another live process's (a shared dir is a mistake, but not ours to clean)
+                if directory == self.dir and match is None:
+                    continue  # not a name any Millrace child writes in dir
+                _unlink(os.path.join(directory, name))
+                log.info("Removed the stale temporary file %s", os.path.join(directory, name))
+
     def load_at_startup(self) -> None:
         """Load the AOF (appendonly yes) or else the snapshot; exit as Redis does on a bad file."""
+        self.remove_stale_temp_files()
         start = time.monotonic()
         try:
             if self.config["appendonly"]:
@@ -694,6 +715,16 @@ class Persistence:
                 aof_delayed_fsync=aof.delayed_fsync,
             )
         return fields
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unlink(path: str) -> None:

@@ -367,3 +367,22 @@ def test_a_background_save_dies_with_its_server(tmp_path):
     child = int(children[0])
     wait_for(lambda: not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z", timeout=5)
     assert not (tmp_path / "dump.mpk").exists()
+
+
+def test_stale_temporary_files_are_removed_at_startup(tmp_path):
+    """A save or rewrite cut short by a crash leaves a temp file nothing renames: start-up removes it."""
+    aof_dir = tmp_path / "appendonlydir"
+    aof_dir.mkdir()
+    dead = 2**22 + 12345  # above pid_max's default: no such process
+    stale = [tmp_path / f"temp-{dead}-dump.mpk", aof_dir / f"temp-rewriteaof-bg-{dead}.aof",
+             aof_dir / f"temp-{dead}-temp-rewriteaof-bg-{dead}.aof", aof_dir / "temp-appendonly.aof.0.incr.aof"]  # fmt: skip
+    kept = [tmp_path / "temp-notes.txt", tmp_path / f"temp-{os.getpid()}-dump.mpk"]  # not ours / a live process's
+    for path in stale + kept:
+        path.write_bytes(b"x")
+    proc = start(str(tmp_path), "--appendonly", "yes")
+    try:
+        assert [path.exists() for path in stale] == [False] * len(stale)
+        assert all(path.exists() for path in kept)
+        assert "Removed the stale temporary file" in proc.read_log()
+    finally:
+        proc.stop()
