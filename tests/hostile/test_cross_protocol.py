@@ -13,7 +13,6 @@ import socket
 import pytest
 
 from tests.rawclient import RawConn, encode_command, probe
-from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
 
 LOG_LINE = (
     "# Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. "
@@ -33,19 +32,6 @@ CASES = {
     "POST inside MULTI": [b"MULTI\r\nSET xp pwned\r\nPOST / HTTP/1.1\r\nEXEC\r\n"],
     "host:x is just an unknown command": [b"host:x\r\nPOSTx\r\n"],
 }
-
-
-@pytest.fixture(scope="module")
-def servers():
-    require_redis(DEBIAN_VERSION)
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis(version=DEBIAN_VERSION))
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
 
 
 def call(port: int, *args):

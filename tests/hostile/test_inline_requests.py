@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from tests.rawclient import probe
-from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
 
 CASES = [
     b"ECHO a\x0bb\r\n",
@@ -19,19 +18,6 @@ CASES = [
     b"\x0bPING\x0c\r\n",
     b"ECHO a\tb\r\n",
 ]
-
-
-@pytest.fixture(scope="module")
-def servers():
-    require_redis(DEBIAN_VERSION)
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis(version=DEBIAN_VERSION))
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
 
 
 @pytest.mark.parametrize("line", CASES)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from tests.rawclient import encode_command, probe
-from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
 
 PING = encode_command("PING")
 CASES = {
@@ -24,19 +23,6 @@ CASES = {
     "XADD's ~ argument is data": b"".join(encode_command("XADD", "xs", "MAXLEN", "~", "10", f"{i}-1", "f", "~1") for i in (1, 2))
     + encode_command("DEL", "xs"),
 }
-
-
-@pytest.fixture(scope="module")
-def servers():
-    require_redis(DEBIAN_VERSION)
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis(version=DEBIAN_VERSION))
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
 
 
 @pytest.mark.parametrize("name", list(CASES))
