@@ -23,8 +23,9 @@ from tests.test_replication import caught_up, info, replica_of, same_state, star
 class ScriptedPrimary:
     """Answers the handshake; each PSYNC gets a snapshot with key `k`, then `stream` bytes."""
 
-    def __init__(self, stream: bytes, diskless: bool = False) -> None:
+    def __init__(self, stream: bytes, diskless: bool = False, hang_up: bool = False) -> None:
         self.stream = stream
+        self.hang_up = hang_up  # close the link right after the stream
         self.diskless = diskless  # $EOF:<mark> framing, the stream in the same write as the mark
         self.port = free_port()
         self.listener = socket.create_server(("127.0.0.1", self.port))
@@ -64,6 +65,8 @@ class ScriptedPrimary:
                         body = b"".join(snapshot.iter_chunks([(0, {b"k": b"v"}, {})], header))
                         framed = b"$EOF:" + b"m" * 40 + b"\r\n" + body + b"m" * 40 if self.diskless else b"$%d\r\n" % len(body) + body
                         conn.sendall(b"+FULLRESYNC " + b"a" * 40 + b" 0\r\n" + framed + self.stream)
+                        if self.hang_up:
+                            return
 
     def close(self) -> None:
         self.listener.close()
@@ -137,6 +140,20 @@ def test_stream_bytes_in_the_same_read_as_the_snapshots_end_are_applied(tmp_path
         client = replica.client()
         wait_for(lambda: client.get("k2") == b"v2")
         assert client.get("k") == b"v" and info(client)["slave_repl_offset"] == len(set_k2)
+    finally:
+        replica.stop()
+        fake.close()
+
+
+def test_a_link_lost_inside_a_transaction_asks_for_the_transaction_again(tmp_path):
+    """The replica's offset stops before an open MULTI (Redis's reploff): its next PSYNC asks from there."""
+    before = aoffile.encode([b"SET", b"k2", b"v2"])
+    fake = ScriptedPrimary(before + aoffile.encode([b"MULTI"]) + aoffile.encode([b"SET", b"a", b"1"]), hang_up=True)
+    replica = replica_of(tmp_path, "replica", fake.port)
+    try:
+        wait_for(lambda: len(fake.psyncs) >= 2)
+        assert fake.psyncs[1] == [b"a" * 40, b"%d" % (len(before) + 1)]
+        assert replica.client().get("a") is None  # the half transaction was not applied
     finally:
         replica.stop()
         fake.close()
