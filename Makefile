@@ -1,46 +1,58 @@
 # Millrace: `make run` starts a server, `make test` runs the suite; both set up first.
+# `make run` installs only the server (pip install -e .); the targets that need
+# Spark or the test tools add the `spark` and `dev` extras themselves.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 6379
 DATA   ?= ./data
 FSYNC  ?= everysec
 
-.PHONY: install run test lint bench crash-test pipeline clean ha-demo
+.PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed                # the server and its four libraries
+install-spark: $(VENV)/.installed-spark    # + PySpark, pyarrow, pandas (the pipeline)
+install-dev: $(VENV)/.installed-dev        # + Spark and the test tools, the Redis 8.2.3 oracle among them
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark]'
+	$(PY) -m pip install -q -e .
 	touch $@
+
+$(VENV)/.installed-spark: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[spark]'
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $@ $(VENV)/.installed-spark
 
 run: install  # durable by default: an AOF in $(DATA), fsynced every second (make run FSYNC=always)
 	mkdir -p $(DATA)
 	$(PY) -m server --port $(PORT) --dir $(DATA) --appendonly yes --appendfsync $(FSYNC)
 
-test: install
+test: install-dev
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(PY) -m ruff check .
 
-ha-demo: install  # a Millrace primary, two replicas and three redis-sentinel: kill -9 the primary, watch the failover
+ha-demo: install-dev  # a Millrace primary, two replicas and three redis-sentinel: kill -9 the primary, watch the failover
 	$(PY) -m pytest -s -q -p no:cacheprovider tests/test_sentinel.py
 
-bench: install
+bench: install-dev
 	$(PY) -m bench $(BENCH_ARGS)
 
 crash-test: install
 	$(PY) -m bench.crash_test
 
-pipeline: install
+pipeline: install-spark
 	$(PY) -m pipeline.jobs.run_all
 
 # Mutation testing of storage/ and pipeline/ (mutmut 3, in a copy of the tree; not part of `make test`).
 # A subset: make mutate MUTATE_PATHS="storage/consumer_group.py pipeline/partitioning.py"
-mutate: install
+mutate: install-dev
 	$(PY) -m pip install -q 'mutmut>=3,<4'
 	$(PY) -m tests.mutate $(if $(MUTATE_PATHS),--paths $(MUTATE_PATHS))
 
