@@ -288,7 +288,7 @@ class Stream:
     """A Redis stream: nodes of entries plus Redis 7's counters."""
 
     TYPE = "stream"
-    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax", "__weakref__")
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax", "rank", "__weakref__")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -301,6 +301,7 @@ class Stream:
         self.groups: dict[bytes, object] = {}  # consumer groups, in creation order
         self._fields: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}  # interned master fields
         self._rax: tuple[int, int, int, int] | None = None  # (node count, first key, last key, radix-tree-nodes)
+        self.rank = None  # storage/rank.py's LiveRank, built on first use; delete() and trim() keep it current
 
     def __len__(self) -> int:
         return self.length
@@ -647,11 +648,15 @@ class Stream:
                 del keys[i]
                 dirty.pop(node, None)
                 _DECODED.pop(node, None)
+                if self.rank is not None:
+                    self.rank.removed(node)
             else:
                 del ids[j]
                 del rows[j]
                 self._count_tombstones(node, 1)
                 dirty[node] = (ids, rows)
+                if self.rank is not None:
+                    self.rank.changed(node)
             self.length -= 1
             if entry_id == self.first_id:
                 first_deleted = True
@@ -714,10 +719,16 @@ class Stream:
                 deleted += k
             break
         if gone:
-            for node in nodes[:gone]:
+            dropped = nodes[:gone]
+            for node in dropped:
                 _DECODED.pop(node, None)
             del nodes[:gone]
             del self.keys[:gone]
+            if self.rank is not None:
+                for node in dropped:
+                    self.rank.removed(node)
+        if self.rank is not None and deleted and nodes:
+            self.rank.changed(nodes[0])  # a partial trim of the new head node
         if self.length == 0:
             self.first_id = 0
         elif deleted:
