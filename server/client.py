@@ -19,6 +19,7 @@ from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
 from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
+from .process import VERBOSE
 from .protected import DENIED, denied
 from .server import BLOCKED, Server
 
@@ -113,6 +114,8 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self.fd = sock.fileno()
+        if log.isEnabledFor(VERBOSE):
+            log.log(VERBOSE, "Accepted %s", self.addr)
         if len(server.clients) > server.config["maxclients"]:
             transport.write(b"-ERR max number of clients reached\r\n")
             server.stats["rejected_connections"] += 1
@@ -124,6 +127,10 @@ class Client(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         server = self.server
+        if log.isEnabledFor(VERBOSE):
+            from .commands.client import client_info
+
+            log.log(VERBOSE, "Client closed connection %s", client_info(self))
         server.clients.pop(self.id, None)
         if self.blocked is not None:
             server.blocking.unpark(self.blocked)

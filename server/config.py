@@ -133,7 +133,7 @@ def _param(name: str, kind: str, default: object, **kw) -> None:
 
 _param("port", "int", 6379, high=65535, listener=True)
 _param("bind", "string", "127.0.0.1 -::1", multi=True, listener=True)
-_param("dir", "string", "./data", protected=True)
+_param("dir", "string", ".", protected=True)  # Redis: the working directory; it must exist
 _param("dbfilename", "string", "dump.mpk", protected=True)
 _param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"), mutable=False)
 _param("appendfilename", "string", "appendonly.aof", mutable=False)

@@ -7,10 +7,12 @@ Like redis-server: an optional config file path first, then any parameter as
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import os
 import signal
+import stat
 import sys
 import time
 
@@ -22,10 +24,11 @@ from .client import Client
 from .config import PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
 from .notify import notify_expired
+from .process import VERBOSE, PeriodicLog, daemonize, pidfile_path, remove_pidfile, startup_warnings, write_pidfile
 from .server import Server
 
 log = logging.getLogger("millrace")
-_LEVELS = {"debug": logging.DEBUG, "verbose": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
+_LEVELS = {"debug": logging.DEBUG, "verbose": VERBOSE, "notice": logging.INFO, "warning": logging.WARNING, "nothing": logging.CRITICAL + 10}
 
 
 class FatalConfigError(Exception):
@@ -105,7 +108,9 @@ def parse_args(args: list[str]) -> tuple[str | None, list[Directive]]:
     while index < len(args):
         arg = args[index]
         if arg in ("-h", "--help"):
-            print(__doc__)
+            from .cli_help import help_text
+
+            print(help_text())
             sys.exit(0)
         if arg in ("-v", "--version"):
             print(f"Millrace server v={__version__} redis_version={REDIS_VERSION} bits=64")
@@ -132,14 +137,32 @@ def build_config(config_file: str | None, directives: list[Directive]) -> Config
         name = words[0].lower()
         param = PARAMS.get(name)
         if param is None:
-            raise FatalConfigError(lineno, line, "Bad directive or wrong number of arguments")
+            from .cli_help import suggestion
+
+            close = suggestion(name)
+            hint = f"\nDid you mean '{close}'? (millrace --help lists every parameter)" if close else ""
+            raise FatalConfigError(lineno, line, "Bad directive or wrong number of arguments" + hint)
         if not param.multi and len(words) != 2:
             raise FatalConfigError(lineno, line, "wrong number of arguments")
         try:
             config.startup_set(name, " ".join(words[1:]))
+            if name == "dir":
+                check_dir(config["dir"])
         except ConfigError as exc:
             raise FatalConfigError(lineno, line, str(exc)) from None
     return config
+
+
+def check_dir(path: str) -> None:
+    """Redis chdirs into `dir` while reading the configuration: a missing one stops start-up (strerror as chdir's)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ConfigError(exc.strerror or str(exc)) from None
+    if not stat.S_ISDIR(mode):
+        raise ConfigError(os.strerror(errno.ENOTDIR))
+    if not os.access(path, os.X_OK):
+        raise ConfigError(os.strerror(errno.EACCES))
 
 
 def build_server(args: list[str]) -> Server:
@@ -148,7 +171,7 @@ def build_server(args: list[str]) -> Server:
         config = build_config(*parse_args(args))
     except FatalConfigError as exc:
         sys.stderr.write(
-            f"\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n"
+            f"\n*** FATAL CONFIG FILE ERROR (Millrace {__version__}) ***\n"
             f"Reading the configuration file, at line {exc.lineno}\n"
             f">>> '{exc.line}'\n{exc.reason}\n"
         )
@@ -171,7 +194,7 @@ def build_server(args: list[str]) -> Server:
 class _RedisFormatter(logging.Formatter):
     """Redis's log line: `pid:M 22 Nov 2026 01:13:40.123 * message`, level as . - * #."""
 
-    SYMBOLS = {logging.DEBUG: ".", logging.INFO: "*", logging.WARNING: "#", logging.ERROR: "#", logging.CRITICAL: "#"}
+    SYMBOLS = {logging.DEBUG: ".", VERBOSE: "-", logging.INFO: "*", logging.WARNING: "#", logging.ERROR: "#", logging.CRITICAL: "#"}
 
     def format(self, record: logging.LogRecord) -> str:
         record.symbol = self.SYMBOLS.get(record.levelno, "*")
@@ -181,7 +204,7 @@ class _RedisFormatter(logging.Formatter):
 def setup_logging(config: Config) -> None:
     handler: logging.Handler
     handler = logging.FileHandler(config["logfile"]) if config["logfile"] else logging.StreamHandler(sys.stdout)
-    handler.setFormatter(_RedisFormatter(f"{os.getpid()}:M %(asctime)s.%(msecs)03d %(symbol)s %(message)s", "%d %b %Y %H:%M:%S"))
+    handler.setFormatter(_RedisFormatter("%(process)d:M %(asctime)s.%(msecs)03d %(symbol)s %(message)s", "%d %b %Y %H:%M:%S"))
     log.handlers[:] = [handler]
     log.setLevel(_LEVELS[config["loglevel"]])
     config.listeners.append(lambda name, value: name == "loglevel" and log.setLevel(_LEVELS[value]))
@@ -191,7 +214,6 @@ async def serve(server: Server) -> None:
     loop = asyncio.get_running_loop()
     server.loop = loop
     config = server.config
-    os.makedirs(config["dir"], exist_ok=True)
     hosts = [h.lstrip("-") for h in config["bind"].split()]
     listeners = []
     for host in hosts:
@@ -213,11 +235,16 @@ async def serve(server: Server) -> None:
         hook()
     loop.call_later(1 / config["hz"], _cron, server)
     log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
+    for warning in startup_warnings(config):
+        log.warning(warning)
     await stopped
     for listener in listeners:
         listener.close()
     for hook in server.shutdown_hooks:
         hook()
+    pidfile = pidfile_path(config)
+    if pidfile:
+        remove_pidfile(pidfile)
     log.info("Millrace is now ready to exit, bye bye...")
 
 
@@ -249,7 +276,9 @@ def _cron(server: Server) -> None:
         server.serve_ready()
     sample_ops(server, now)
     maxmemory = server.config["maxmemory"]
-    server.oom = bool(maxmemory) and rss_bytes() > maxmemory  # no eviction: Redis's noeviction answer
+    rss = rss_bytes() if maxmemory or log.isEnabledFor(VERBOSE) else 0
+    server.oom = bool(maxmemory) and rss > maxmemory  # no eviction: Redis's noeviction answer
+    _periodic_log(server, now, rss)
     if server.persistence is not None:
         server.persistence.cron()
     if server.replication is not None:
@@ -260,6 +289,9 @@ def _cron(server: Server) -> None:
         server.idle_checked = now
         close_idle_clients(server, timeout, now / 1000)
     server.loop.call_later(1 / hz, _cron, server)
+
+
+_periodic_log = PeriodicLog()
 
 
 def close_idle_clients(server: Server, timeout: int, now: float) -> None:
@@ -275,7 +307,12 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Redis: a closed terminal does not stop the server
     server = build_server(sys.argv[1:] if argv is None else argv)
+    if server.config["daemonize"]:
+        daemonize()
     setup_logging(server.config)
+    pidfile = pidfile_path(server.config)
+    if pidfile:
+        write_pidfile(pidfile)
     gc.freeze()
     try:
         import uvloop

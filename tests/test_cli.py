@@ -92,7 +92,7 @@ def test_config_rewrite(tmp_path):
         proc.stop()
 
 
-FATAL = f"\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n"
+FATAL = f"\n*** FATAL CONFIG FILE ERROR (Millrace {__version__}) ***\n"
 
 
 @pytest.mark.parametrize(

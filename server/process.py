@@ -1,0 +1,112 @@
+"""The server as a process: `daemonize`, `pidfile`, start-up warnings and the cron's periodic log lines.
+
+What redis-server does around its event loop, kept out of main.py: detach
+from the terminal, record the pid, tell the operator about settings that lose
+data or leave the server open, and at `verbose`/`debug` say what the keyspace
+and the clients look like every five seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("millrace")
+
+VERBOSE = 15  # Redis's LL_VERBOSE, between debug and notice; printed as '-'
+DEFAULT_PIDFILE = "/var/run/millrace.pid"  # Redis's CONFIG_DEFAULT_PID_FILE is /var/run/redis.pid
+PERIODIC_MS = 5000  # Redis's serverCron logs these run_with_period(5000)
+
+logging.addLevelName(VERBOSE, "VERBOSE")
+
+
+def daemonize() -> None:
+    """Detach as a daemon: fork, new session, fork again, stdio on /dev/null; the first process exits 0.
+
+    Runs before the event loop and any thread exist (main() calls it right after the
+    configuration is read), so forking is safe.
+    """
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+
+
+def pidfile_path(config) -> str | None:
+    """Where the pid goes: `pidfile`, or Redis's default when daemonized without one."""
+    if config["pidfile"]:
+        return config["pidfile"]
+    return DEFAULT_PIDFILE if config["daemonize"] else None
+
+
+def write_pidfile(path: str) -> None:
+    """As Redis's createPidFile: a failure is logged and the server runs on."""
+    try:
+        with open(path, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+    except OSError as exc:
+        log.warning("Failed to write PID file: %s", exc.strerror or exc)
+
+
+def remove_pidfile(path: str) -> None:
+    log.info("Removing the pid file.")
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _loopback_only(bind: str) -> bool:
+    hosts = [h.lstrip("-") for h in bind.split()]
+    return all(h == "localhost" or h.startswith("127.") or h == "::1" for h in hosts)
+
+
+def startup_warnings(config) -> list[str]:
+    """Settings that lose data or leave the server open to anyone, as start-up warnings."""
+    warnings = []
+    if not config["save"] and not config["appendonly"]:
+        warnings.append(
+            "WARNING no persistence is configured (save \"\" and appendonly no): everything written is lost when the server stops."
+            " Use --appendonly yes or a save schedule to keep it."
+        )
+    if config["appendonly"] and config["appendfsync"] == "no":
+        warnings.append("WARNING appendfsync no leaves fsync to the kernel: a machine crash can lose the last ~30 seconds of writes.")
+    if not config["protected-mode"] and not config["requirepass"] and not _loopback_only(config["bind"]):
+        warnings.append(
+            f"WARNING protected-mode is no and no password is set, while listening on {config['bind']}:"
+            " any client that can reach this port can read, change and delete every key. Set requirepass or bind to 127.0.0.1."
+        )
+    return warnings
+
+
+class PeriodicLog:
+    """Redis's serverCron lines: keyspace size at verbose, clients and memory at debug, every 5 s."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __call__(self, server, now_ms: int, rss: int) -> None:
+        if now_ms - self.last < PERIODIC_MS or not log.isEnabledFor(VERBOSE):
+            return
+        self.last = now_ms
+        for db in server.keyspace.dbs:
+            if len(db):
+                log.log(VERBOSE, "DB %d: %d keys (%d volatile) in %d slots HT.", db.id, len(db), len(db.expires), table_slots(len(db)))
+        if log.isEnabledFor(logging.DEBUG):
+            clients = [c for c in server.clients.values() if not getattr(c, "loading", False)]
+            replicas = sum(1 for c in clients if getattr(c, "replica", None) is not None)
+            log.debug("%d clients connected (%d replicas), %d bytes in use", len(clients) - replicas, replicas, rss)
+
+
+def table_slots(keys: int) -> int:
+    """The slots Redis's dict would have for that many keys (a power of two, at least 4, grown at ratio 1)."""
+    slots = 4
+    while slots < keys:
+        slots *= 2
+    return slots
