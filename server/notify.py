@@ -201,6 +201,9 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
             out.append((STREAM, "xtrim", argv[1], db))
     elif name in ("xtrim", "xdel", "xsetid"):
         out.append((STREAM, name, argv[1], db))
+    elif name in ("xdelex", "xackdel"):
+        if any(effect[0] == b"XDEL" for effect in effects):  # Redis 8.2 sends `xdel` when entries went
+            out.append((STREAM, "xdel", argv[1], db))
     elif name.startswith("xgroup|"):
         if name == "xgroup|create":
             created(argv[2])

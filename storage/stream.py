@@ -597,6 +597,10 @@ class Stream:
             return _expand(node.fields, rows[j])
         return None
 
+    def node_ids(self, node: Node) -> list[int]:
+        """The live entry IDs of one of this stream's nodes, oldest first (read only: the node's own list)."""
+        return _decoded(node)[0]
+
     def first_entry(self) -> tuple[int, list[bytes]] | None:
         for node in self.nodes:
             ids, rows = _decoded(node)

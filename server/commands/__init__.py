@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     pubsub,
     replication,
     server,
+    stream_refs,
     streams,
     strings,
     transactions,

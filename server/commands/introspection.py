@@ -133,6 +133,8 @@ KEY_SPECS: dict[str, tuple[KeySpecRow, ...]] = {
     "xadd": ((("RW", "update"), 1, _ONE, "UPDATE instead of INSERT because of the optional trimming feature"),),
     "xautoclaim": ((("RW", "delete"), 1, _ONE, None),),
     "xdel": ((("RW", "delete"), 1, _ONE, None),),
+    "xdelex": ((("RW", "delete"), 1, _ONE, None),),
+    "xackdel": ((("RW", "update", "delete"), 1, _ONE, None),),
     "xtrim": ((("RW", "delete"), 1, _ONE, None),),
     "xgroup|create": ((("RW", "insert"), 2, _ONE, None),),
     "xgroup|createconsumer": ((("RW", "insert"), 2, _ONE, None),),

@@ -17,6 +17,8 @@ from hiredis import pack_command
 from protocol.errors import SYNTAX, ReplyError, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, Entries, Map, Raw, Simple
 from server.blocking import Block
+from storage.refs import KEEPREF, POLICIES, TrimOutcome
+from storage.refs import trim as policy_trim
 from storage.stream import Node, Stream, expand_rows
 from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict_id, parse_xadd_id
 
@@ -32,6 +34,7 @@ from .stream_args import (
     streams_keys,
     streams_reply,
 )
+from .stream_refs import trim_effects
 
 NO_SUCH_KEY = "ERR no such key"
 
@@ -111,7 +114,7 @@ def range_reply(stream: Stream, start: int, end: int, count: int | None, rev: bo
 class TrimArgs:
     """streamAddTrimArgs: the trimming options of XADD and XTRIM, plus XADD's ID."""
 
-    __slots__ = ("strategy", "approx", "limit", "maxlen", "minid", "id_pos", "ms", "seq", "id_given", "nomkstream")
+    __slots__ = ("strategy", "approx", "limit", "maxlen", "minid", "id_pos", "ms", "seq", "id_given", "nomkstream", "policy")
 
     def __init__(self) -> None:
         self.strategy: bytes | None = None  # b"maxlen" or b"minid"
@@ -124,19 +127,21 @@ class TrimArgs:
         self.seq: int | None = None
         self.id_given = False
         self.nomkstream = False
+        self.policy = KEEPREF  # KEEPREF | DELREF | ACKED (Redis 8.2): see storage/refs.py
 
-    def trim(self, stream: Stream) -> int:
+    def trim(self, stream: Stream) -> TrimOutcome:
         if self.strategy is None:
-            return 0
+            return TrimOutcome()
         if self.strategy == b"maxlen":
-            return stream.trim(maxlen=self.maxlen, approx=self.approx, limit=self.limit)
-        return stream.trim(minid=self.minid, approx=self.approx, limit=self.limit)
+            return policy_trim(stream, maxlen=self.maxlen, approx=self.approx, limit=self.limit, policy=self.policy)
+        return policy_trim(stream, minid=self.minid, approx=self.approx, limit=self.limit, policy=self.policy)
 
 
 def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
     """streamParseAddOrTrimArgsOrReply: options in any order, then (XADD) the ID."""
     args = TrimArgs()
     limit_given = False
+    policy_given = False  # a second policy is an XADD ID (Invalid stream ID) or an XTRIM syntax error, as in Redis
     argc = len(argv)
     i = 2
     while i < argc:
@@ -171,6 +176,9 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
             i += 1
         elif xadd and lower == b"nomkstream":
             args.nomkstream = True
+        elif lower in POLICIES and not policy_given:
+            args.policy = POLICIES[lower]
+            policy_given = True
         elif xadd:
             args.ms, args.seq = parse_xadd_id(opt)
             args.id_given = True
@@ -217,17 +225,13 @@ def _explicit_id(arg: bytes) -> tuple[int, int] | None:
     return ms, seq
 
 
-def _trim_effect(name: bytes, key: bytes, stream: Stream) -> list[bytes]:
-    return [name, key, b"MAXLEN", b"=", b"%d" % stream.length]
-
-
 @command(
     "xadd", -5, "write denyoom fast", keys=(1, 1, 1), group="stream", since="5.0.0",
     summary="Appends a new message to a stream. Creates the key if it doesn't exist.",
     complexity="O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.",
 )
 def xadd(ctx, argv):
-    """XADD key [NOMKSTREAM] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
+    """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
     if argv[2] == b"*" and len(argv) & 1:  # `XADD key * field value ...` (5+ arguments: the arity), the usual form
         key = argv[1]
         server = ctx.server
@@ -288,8 +292,10 @@ def xadd(ctx, argv):
     if created:
         ctx.db.set(key, stream)
     reply = b"%d-%d" % (new_id >> 64, new_id & SEQ_MASK)
-    if args.strategy is not None and args.trim(stream):
-        return reply, [[b"XADD", key, b"MAXLEN", b"=", b"%d" % stream.length, reply, *fields]]
+    if args.strategy is not None:
+        outcome = args.trim(stream)
+        if outcome.deleted:
+            return reply, trim_effects(b"XADD", key, stream, args.policy, outcome, [reply, *fields])
     return reply, [[b"XADD", key, reply, *fields]]
 
 
@@ -299,13 +305,15 @@ def xadd(ctx, argv):
     complexity="O(N), with N being the number of evicted entries. Constant times are very small however, since entries are organized in macro nodes containing multiple entries that can be released with a single deallocation.",
 )
 def xtrim(ctx, argv):
-    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count]"""
+    """XTRIM key <MAXLEN | MINID> [= | ~] threshold [LIMIT count] [KEEPREF | DELREF | ACKED]"""
     args = parse_trim_args(ctx, argv, xadd=False)
     stream = lookup_stream(ctx, argv[1])
     if stream is None:
         return 0, []
-    deleted = args.trim(stream)
-    return deleted, ([_trim_effect(b"XTRIM", argv[1], stream)] if deleted else [])
+    outcome = args.trim(stream)
+    if not outcome.deleted:
+        return 0, []
+    return outcome.deleted, trim_effects(b"XTRIM", argv[1], stream, args.policy, outcome, [])
 
 
 # -- reading ranges -----------------------------------------------------------------
