@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 import time
@@ -215,17 +216,15 @@ async def serve(server: Server) -> None:
     server.loop = loop
     config = server.config
     hosts = [h.lstrip("-") for h in config["bind"].split()]
-    listeners = []
+    sockets = []
     for host in hosts:
         try:
-            listeners.append(
-                await loop.create_server(lambda: Client(server), host, config["port"], backlog=config["tcp-backlog"], reuse_address=True)
-            )
+            sockets.append(_listen(host, config["port"], config["tcp-backlog"]))
         except OSError as exc:
-            if not listeners and host == hosts[-1]:
+            if not sockets and host == hosts[-1]:
                 raise
             log.warning("Could not bind %s: %s", host, exc)
-    server.port = listeners[0].sockets[0].getsockname()[1]
+    server.port = sockets[0].getsockname()[1]
     server.memory_startup = rss_bytes()
     stopped = loop.create_future()
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
@@ -233,6 +232,9 @@ async def serve(server: Server) -> None:
         loop.add_signal_handler(sig, _signal_shutdown, server, sig)
     for hook in server.startup_hooks:
         hook()
+    # Listening since bound (clients wait in the backlog), served only once loaded: a client
+    # served during an await before the hooks met an empty keyspace.
+    listeners = [await loop.create_server(lambda: Client(server), sock=sock) for sock in sockets]
     loop.call_later(1 / config["hz"], _cron, server)
     log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
     for warning in startup_warnings(config):
@@ -246,6 +248,24 @@ async def serve(server: Server) -> None:
     if pidfile:
         remove_pidfile(pidfile)
     log.info("Millrace is now ready to exit, bye bye...")
+
+
+def _listen(host: str, port: int, backlog: int) -> socket.socket:
+    """A listening TCP socket on host:port (SO_REUSEADDR, IPv6 only for IPv6 hosts, as Redis binds)."""
+    host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)  # Redis's wildcards
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
