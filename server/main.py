@@ -24,6 +24,7 @@ from . import REDIS_VERSION, __version__
 from .client import Client
 from .config import PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
+from .lag_watch import cron as lag_watch_cron
 from .notify import notify_expired
 from .process import VERBOSE, PeriodicLog, daemonize, pidfile_path, remove_pidfile, startup_warnings, write_pidfile
 from .server import Server
@@ -295,6 +296,7 @@ def _cron(server: Server) -> None:
     if server.blocking.ready:
         server.serve_ready()
     sample_ops(server, now)
+    lag_watch_cron(server, now)
     maxmemory = server.config["maxmemory"]
     rss = rss_bytes() if maxmemory or log.isEnabledFor(VERBOSE) else 0
     server.oom = bool(maxmemory) and rss > maxmemory  # no eviction: Redis's noeviction answer

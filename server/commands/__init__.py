@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     groups,
     introspection,
     keyspace,
+    lag,
     memory,
     persistence,
     pubsub,

@@ -24,7 +24,8 @@ from itertools import islice
 
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
-from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry, lag
+from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry
+from storage.lag import exact_entries_read, xinfo_lag
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_strict_id
 
@@ -205,6 +206,8 @@ def xgroup_create(ctx, argv):
         if name in stream.groups:
             raise ReplyError("BUSYGROUP Consumer Group name already exists")
     group = stream.groups[name] = ConsumerGroup(0)
+    if entries_read == INVALID_ENTRIES_READ and ctx.server.config["stream-exact-lag"]:
+        entries_read = exact_entries_read(stream, last_id)  # issue 23: where the live count makes it exact
     group.set_id(last_id, entries_read, stream.entries_added)
     effect += [format_id(group.last_id), b"ENTRIESREAD", _int_bytes(group.entries_read)]
     if created_key:
@@ -223,6 +226,8 @@ def xgroup_setid(ctx, argv):
         # An effect states the counter exactly, even one a read pushed past a lowered entries-added.
         group.last_id, group.entries_read = last_id, entries_read
     else:
+        if entries_read == INVALID_ENTRIES_READ and ctx.server.config["stream-exact-lag"]:
+            entries_read = exact_entries_read(stream, last_id)  # issue 23: where the live count makes it exact
         group.set_id(last_id, entries_read, stream.entries_added)
     return OK, [setid_effect(argv[2], argv[3], group)]
 
@@ -718,8 +723,10 @@ def _xinfo_stream(ctx, key: bytes) -> Stream:
 def xinfo_groups(ctx, argv):
     """XINFO GROUPS key -> per group: name, consumers, pending, last-delivered-id, entries-read, lag."""
     stream = _xinfo_stream(ctx, argv[2])
+    exact = ctx.server.config["stream-exact-lag"]
     reply = []
     for name, group in sorted(stream.groups.items()):
+        entries_read, group_lag = xinfo_lag(stream, group, exact)
         reply.append(
             Map(
                 {
@@ -727,8 +734,8 @@ def xinfo_groups(ctx, argv):
                     b"consumers": len(group.consumers),
                     b"pending": len(group.pel),
                     b"last-delivered-id": format_id(group.last_id),
-                    b"entries-read": group.entries_read if group.entries_read != INVALID_ENTRIES_READ else None,
-                    b"lag": lag(stream, group),
+                    b"entries-read": entries_read,
+                    b"lag": group_lag,
                 }
             )
         )
@@ -759,11 +766,12 @@ def xinfo_consumers(ctx, argv):
     return reply
 
 
-def full_groups(stream: Stream, count: int) -> list[Map]:
+def full_groups(stream: Stream, count: int, exact: bool = False) -> list[Map]:
     """XINFO STREAM FULL's `groups` section: each group with its PEL and consumers (count 0 = all)."""
     limit = count or None
     reply = []
     for name, group in sorted(stream.groups.items()):
+        entries_read, group_lag = xinfo_lag(stream, group, exact)
         pending = [
             [format_id(entry_id), entry.consumer.name, entry.delivery_time, entry.delivery_count]
             for entry_id, entry in islice(group.pel.items(), limit)
@@ -789,8 +797,8 @@ def full_groups(stream: Stream, count: int) -> list[Map]:
                 {
                     b"name": name,
                     b"last-delivered-id": format_id(group.last_id),
-                    b"entries-read": group.entries_read if group.entries_read != INVALID_ENTRIES_READ else None,
-                    b"lag": lag(stream, group),
+                    b"entries-read": entries_read,
+                    b"lag": group_lag,
                     b"pel-count": len(group.pel),
                     b"pending": pending,
                     b"consumers": consumers,

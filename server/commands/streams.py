@@ -540,13 +540,13 @@ def _stream_mark(value) -> tuple | None:
 
 # -- XINFO STREAM / HELP ---------------------------------------------------------------------
 
-def full_groups_section(stream: Stream, count: int) -> list:
+def full_groups_section(stream: Stream, count: int, exact: bool = False) -> list:
     """XINFO STREAM FULL's `groups`: [] without groups, else written by server/commands/groups.py."""
     if not stream.groups:
         return []
     from .groups import full_groups  # groups.py imports this module
 
-    return full_groups(stream, count)
+    return full_groups(stream, count, exact)
 
 
 @command(
@@ -586,7 +586,7 @@ def xinfo_stream(ctx, argv):
         info[b"last-entry"] = [format_id(last[0]), last[1]] if last else None
     else:
         info[b"entries"] = entries_reply(stream.range(0, MAX_ID, count or None))
-        info[b"groups"] = full_groups_section(stream, count)
+        info[b"groups"] = full_groups_section(stream, count, ctx.server.config["stream-exact-lag"])
     return info
 
 
