@@ -201,7 +201,7 @@ def test_xread(r):
     flat = list(last.values())[0] if isinstance(last, dict) else last[0][1]
     assert [e[0] for e in flat] == [b"3-0"]
     assert err(r, "XREAD", "STREAMS", "s") == "wrong number of arguments for 'xread' command"
-    assert err(r, "XREAD", "STREAMS", "s", "t", "0") == "Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified."
+    assert err(r, "XREAD", "STREAMS", "s", "t", "0") == "Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified."  # Redis 8's text
     assert err(r, "XREAD", "STREAMS", "s", ">") == "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."
     assert err(r, "XREAD", "COUNT", "x", "STREAMS", "s", "0") == "value is not an integer or out of range"
     assert err(r, "XREAD", "BLOCK", "-1", "STREAMS", "s", "0") == "timeout is negative"

@@ -472,7 +472,7 @@ def xread(ctx, argv):
         elif opt == b"streams" and moreargs:
             streams_arg = i + 1
             if (argc - streams_arg) % 2:
-                raise ReplyError("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.")
+                raise ReplyError("ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' must be specified.")
             break
         elif opt == b"group" and moreargs >= 2:
             raise ReplyError("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
