@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from storage.consumer_group import dump_groups, load_groups
+from storage.idmp import load_extras, snapshot_extras
 from storage.stream import Stream
 
 MAGIC = b"MLRCSNAP"
@@ -78,7 +79,8 @@ def encode_value(value: object) -> tuple[int, object]:
     if type(value) is bytes:
         return STRING, value
     if type(value) is Stream:
-        return STREAM, [value.dump(), dump_groups(value.groups)]
+        extras = snapshot_extras(value)  # optional keys: a third element only when there are any
+        return STREAM, [value.dump(), dump_groups(value.groups), extras] if extras else [value.dump(), dump_groups(value.groups)]
     raise TypeError(f"cannot snapshot a {type(value).__name__}")
 
 
@@ -88,9 +90,11 @@ def decode_value(kind: int, payload: object) -> object:
             raise ValueError("a string's payload is not bytes")
         return payload
     if kind == STREAM:
-        state, groups = payload
+        state, groups, *extras = payload
         stream = Stream.load(state)
         stream.groups = load_groups(groups)
+        if extras:
+            load_extras(stream, extras[0])
         return stream
     raise ValueError(f"unknown value type {kind}")
 

@@ -161,6 +161,8 @@ _param("appendfsync", "enum", "everysec", choices=("everysec", "always", "no"))
 _param("stream-node-max-entries", "int", 100, high=LLONG_MAX)
 _param("stream-node-max-bytes", "memory", 4096, high=LONG_MAX)
 _param("stream-exact-lag", "bool", False)  # Millrace (issue 23): XINFO GROUPS lag/entries-read exact instead of nil
+_param("stream-idmp-duration", "int", 100, low=1, high=86400)  # seconds an IDMP iid is kept (Redis 8.6)
+_param("stream-idmp-maxsize", "int", 100, low=1, high=10000)  # iids kept per producer (Redis 8.6)
 _param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
 _param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
 _param("hz", "int", 10, high=INT_MAX, normalize=lambda hz: min(max(hz, 1), 500))  # stored clamped to CONFIG_MIN_HZ..CONFIG_MAX_HZ

@@ -22,6 +22,7 @@ from protocol.reader import split_args
 
 from . import REDIS_VERSION, __version__
 from .client import Client
+from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
 from .lag_watch import cron as lag_watch_cron
@@ -293,6 +294,8 @@ def _cron(server: Server) -> None:
                 server.after_write(db.id, [[b"DEL", key] for key in removed])
             if not stale or time.perf_counter() > deadline:
                 break
+    if server.idmp_keys:
+        idmp_expire_cycle(server)
     if server.blocking.ready:
         server.serve_ready()
     sample_ops(server, now)

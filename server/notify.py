@@ -194,7 +194,7 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
         target = int(first[2])
         new(argv[1], target)
         out += [(GENERIC, "move_from", argv[1], db), (GENERIC, "move_to", argv[1], target)]
-    elif name == "xadd":
+    elif name == "xadd" and verb == b"XADD":  # not an IDMP repeat's expiry alone
         created(argv[1])
         out.append((STREAM, "xadd", argv[1], db))
         if b"MAXLEN" in first:

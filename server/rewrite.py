@@ -18,6 +18,7 @@ from storage.stream import Stream
 from storage.stream_id import format_id
 
 from .commands.groups import consumer_effect, xclaim_effect
+from .commands.idmp import rewrite_commands as idmp_rewrite
 
 
 def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list[bytes]]:
@@ -35,6 +36,7 @@ def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list
         b"XSETID", key, format_id(stream.last_id), b"ENTRIESADDED", b"%d" % stream.entries_added,
         b"MAXDELETEDID", format_id(stream.max_deleted_entry_id),
     ]  # fmt: skip
+    yield from idmp_rewrite(key, stream)
     for name, group in stream.groups.items():
         yield [b"XGROUP", b"CREATE", key, name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read]
         for entry_id, pending in group.pel.items():

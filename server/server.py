@@ -56,7 +56,7 @@ class Server:
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
-        "refusing", "replid", "master_repl_offset", "replication", "pubsub",
+        "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -102,6 +102,7 @@ class Server:
         self.ops_samples: list[tuple[int, int, int, int]] = []  # INFO instantaneous_*: the cron's samples
         self.idle_checked = 0  # when the cron last looked for clients idle past `timeout`
         self.active_expire = True  # DEBUG SET-ACTIVE-EXPIRE
+        self.idmp_keys: dict[tuple[int, bytes], object] = {}  # (db, key) -> stream with IDMP state, for its expiry cron
         self.shutdown: Callable[[], object] | None = None  # set by the listener: stops the event loop
         self.shutdown_save = self.shutdown_nosave = False  # SHUTDOWN's SAVE / NOSAVE for the shutdown hooks
         self.startup_hooks: list[Callable[[], None]] = []  # persistence: load before accepting clients

@@ -288,7 +288,7 @@ class Stream:
     """A Redis stream: nodes of entries plus Redis 7's counters."""
 
     TYPE = "stream"
-    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "_fields", "_rax", "rank", "__weakref__")
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "idmp", "_fields", "_rax", "rank", "__weakref__")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -299,6 +299,7 @@ class Stream:
         self.max_deleted_entry_id = 0
         self.entries_added = 0
         self.groups: dict[bytes, object] = {}  # consumer groups, in creation order
+        self.idmp = None  # storage.idmp.Idmp once the stream tracks iids (XADD IDMP, XCFGSET)
         self._fields: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}  # interned master fields
         self._rax: tuple[int, int, int, int] | None = None  # (node count, first key, last key, radix-tree-nodes)
         self.rank = None  # storage/rank.py's LiveRank, built on first use; delete() and trim() keep it current

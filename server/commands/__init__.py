@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     client,
     connection,
     groups,
+    idmp,
     introspection,
     keyspace,
     lag,

@@ -24,6 +24,7 @@ from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict
 
 from ..command import command
 from .args import help_reply, to_int
+from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp
 from .stream_args import (
     lookup_stream,
     parse_count,
@@ -114,7 +115,7 @@ def range_reply(stream: Stream, start: int, end: int, count: int | None, rev: bo
 class TrimArgs:
     """streamAddTrimArgs: the trimming options of XADD and XTRIM, plus XADD's ID."""
 
-    __slots__ = ("strategy", "approx", "limit", "maxlen", "minid", "id_pos", "ms", "seq", "id_given", "nomkstream", "policy")
+    __slots__ = ("strategy", "approx", "limit", "maxlen", "minid", "id_pos", "ms", "seq", "id_given", "nomkstream", "policy", "idmp_pid", "idmp_iid")
 
     def __init__(self) -> None:
         self.strategy: bytes | None = None  # b"maxlen" or b"minid"
@@ -128,6 +129,8 @@ class TrimArgs:
         self.id_given = False
         self.nomkstream = False
         self.policy = KEEPREF  # KEEPREF | DELREF | ACKED (Redis 8.2): see storage/refs.py
+        self.idmp_pid: bytes | None = None  # IDMP pid iid / IDMPAUTO pid (iid None): see idmp.py
+        self.idmp_iid: bytes | None = None
 
     def trim(self, stream: Stream) -> TrimOutcome:
         if self.strategy is None:
@@ -179,6 +182,8 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
         elif lower in POLICIES and not policy_given:
             args.policy = POLICIES[lower]
             policy_given = True
+        elif xadd and (lower == b"idmp" and moreargs >= 2 or lower == b"idmpauto" and moreargs):
+            i = parse_idmp(args, argv, i, lower == b"idmpauto")
         elif xadd:
             args.ms, args.seq = parse_xadd_id(opt)
             args.id_given = True
@@ -187,6 +192,8 @@ def parse_trim_args(ctx, argv: list[bytes], xadd: bool) -> TrimArgs:
             raise ReplyError(SYNTAX)
         i += 1
     args.id_pos = i
+    if args.idmp_pid is not None and args.id_given:
+        raise ReplyError(ONLY_AUTO_IDS)
     if args.limit and args.strategy is None:
         raise ReplyError("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
     if not xadd and args.strategy is None:
@@ -231,7 +238,7 @@ def _explicit_id(arg: bytes) -> tuple[int, int] | None:
     complexity="O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted.",
 )
 def xadd(ctx, argv):
-    """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
+    """XADD key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [IDMPAUTO pid | IDMP pid iid] [<MAXLEN | MINID> [= | ~] threshold [LIMIT count]] <* | id> field value [field value ...]"""
     if argv[2] == b"*" and len(argv) & 1:  # `XADD key * field value ...` (5+ arguments: the arity), the usual form
         key = argv[1]
         server = ctx.server
@@ -282,21 +289,29 @@ def xadd(ctx, argv):
         if args.nomkstream:
             return None, []
         stream = Stream()
+    fields = argv[field_pos:]
+    idempotent = None
+    if args.idmp_pid is not None:
+        idempotent = IdempotentAdd(ctx, key, stream, args, fields)
+        if idempotent.original is not None:  # a repeat: nothing added, only an expiry on the way propagates
+            return idempotent.original, idempotent.effects
     if args.id_given:
         new_id = stream.next_id(server.now, args.ms, args.seq)
     else:
         new_id = stream.next_id(server.now)
     max_entries, max_bytes = server.config.stream_node_limits
-    fields = argv[field_pos:]
     stream.append(new_id, fields, max_entries, max_bytes)
     if created:
         ctx.db.set(key, stream)
     reply = b"%d-%d" % (new_id >> 64, new_id & SEQ_MASK)
+    effects = [[b"XADD", key, reply, *fields]]
     if args.strategy is not None:
         outcome = args.trim(stream)
         if outcome.deleted:
-            return reply, trim_effects(b"XADD", key, stream, args.policy, outcome, [reply, *fields])
-    return reply, [[b"XADD", key, reply, *fields]]
+            effects = trim_effects(b"XADD", key, stream, args.policy, outcome, [reply, *fields])
+    if idempotent is not None:
+        effects = idempotent.finish(ctx, stream, reply, effects)
+    return reply, effects
 
 
 @command(
@@ -579,6 +594,8 @@ def xinfo_stream(ctx, argv):
     info[b"max-deleted-entry-id"] = format_id(stream.max_deleted_entry_id)
     info[b"entries-added"] = stream.entries_added
     info[b"recorded-first-entry-id"] = format_id(stream.first_id)
+    for name, value in info_fields(ctx, stream):
+        info[name] = value
     if not full:
         info[b"groups"] = len(stream.groups)
         first, last = stream.first_entry(), stream.last_entry()
