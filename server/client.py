@@ -159,6 +159,7 @@ class Client(asyncio.Protocol):
         server = self.server
         self.last_interaction = server.now = _time_ns() // 1_000_000
         server.net_input_bytes += len(data)
+        server.reads_processed += 1
         argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.subscribed else None
         if argv is None:
             commands, error = self.reader.feed(data)

@@ -50,6 +50,7 @@ class Command:
     duration_ns: int = 0
     failed_calls: int = 0
     rejected_calls: int = 0
+    latency_hist: dict[int, int] = field(default_factory=dict)  # µs -> calls, for LATENCY HISTOGRAM (server/latency.py)
 
     @property
     def usec(self) -> int:

@@ -292,6 +292,8 @@ def _stats(server) -> list[tuple[str, object]]:
         ("unexpected_error_replies", 0),
         ("total_error_replies", stats["total_error_replies"]),
         ("dump_payload_sanitizations", 0),
+        ("total_reads_processed", server.reads_processed),
+        ("total_writes_processed", server.writes_processed),
         ("io_threaded_reads_processed", 0),
         ("io_threaded_writes_processed", 0),
         ("client_query_buffer_limit_disconnections", stats.get("client_query_buffer_limit_disconnections", 0)),
@@ -367,7 +369,15 @@ def _errorstats(server) -> list[tuple[str, object]]:
 
 
 def _latencystats(server) -> list[tuple[str, object]]:
-    return []
+    """latency_percentiles_usec_<command>:p50=...,p99=... for each command with durations (server/latency.py)."""
+    if not server.latency_tracking:
+        return []
+    from .latency import percentiles_line
+
+    words = server.config["latency-tracking-info-percentiles"]
+    percentiles = [float(word) for word in words.split()] if words else []
+    return [(f"latency_percentiles_usec_{cmd.name}", percentiles_line(cmd.latency_hist, percentiles))
+            for cmd in all_commands() if cmd.latency_hist]
 
 
 def _cluster(server) -> list[tuple[str, object]]:
@@ -416,4 +426,6 @@ def reset_stats(server) -> None:
     server.errorstats.clear()
     for cmd in all_commands():
         cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0
+        cmd.latency_hist.clear()
+    server.reads_processed = server.writes_processed = 0
     server.memory_peak = 0

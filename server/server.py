@@ -23,6 +23,8 @@ from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .dirty import RULES as DIRTY_RULES
+from .latency import EXACT_US, LatencyMonitor, coarse_us
+from .latency import threshold_ns as latency_threshold_ns
 from .pubsub import KEY_MISS, PubSub
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
@@ -57,6 +59,7 @@ class Server:
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
+        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -120,6 +123,10 @@ class Server:
         self.master_repl_offset = 0
         self.replication = None  # server.replication.Replication, installed by the command line
         self.pubsub = PubSub(self)  # channel and pattern subscriptions, keyspace notifications
+        self.latency = LatencyMonitor()  # LATENCY's spike events (latency-monitor-threshold)
+        self.latency_tracking = self.config["latency-tracking"]  # per-command histograms for INFO latencystats
+        self.latency_threshold_ns = latency_threshold_ns(self.config["latency-monitor-threshold"])
+        self.reads_processed = self.writes_processed = 0  # INFO total_reads_processed / total_writes_processed
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -258,6 +265,14 @@ class Server:
         cmd.duration_ns += elapsed
         if elapsed >= self.slowlog_threshold_ns and "skip-slowlog" not in cmd.flags:
             self.slowlog.push(client, argv, elapsed)
+        if self.latency_tracking:  # server/latency.py's record_us, inlined
+            us = elapsed // 1000
+            if us >= EXACT_US:
+                us = coarse_us(us)
+            histogram = cmd.latency_hist
+            histogram[us] = histogram.get(us, 0) + 1
+        if elapsed >= self.latency_threshold_ns:
+            self.latency.add("fast-command" if "fast" in cmd.flags else "command", elapsed // 1_000_000)
         if client.db.expired:
             self.propagate_expired(client.db)
         if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
@@ -467,6 +482,7 @@ class Server:
                 if transport is not None:
                     payload = b"".join(output)  # one chunk is returned as it is
                     written += len(payload)
+                    self.writes_processed += 1
                     transport.write(payload)  # after a kill() the transport is closing and drops it
             if client.close_after_reply and transport is not None:
                 transport.close()

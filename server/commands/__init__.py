@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     introspection,
     keyspace,
     lag,
+    latency,
     memory,
     persistence,
     pubsub,

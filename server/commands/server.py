@@ -13,6 +13,7 @@ from protocol.reply import OK, Map, Verbatim
 from ..command import command, container
 from ..config import PARAMS, is_glob
 from ..info import info_string, reset_stats, rss_bytes
+from ..latency import threshold_ns as latency_threshold_ns
 from ..protected import is_local
 from ..slowlog import threshold_ns as slowlog_threshold
 from .args import help_reply, to_float, to_int
@@ -212,6 +213,10 @@ def install_config_listeners(server) -> None:
             server.slowlog_threshold_ns = slowlog_threshold(value)
         elif name == "slowlog-max-len":
             server.slowlog.resize(value)
+        elif name == "latency-tracking":
+            server.latency_tracking = value
+        elif name == "latency-monitor-threshold":
+            server.latency_threshold_ns = latency_threshold_ns(value)
         elif name == "maxmemory":  # at once, not at the next cron tick
             server.oom = bool(value) and rss_bytes() > value
             server.update_refusing()
