@@ -102,6 +102,16 @@ def stream_info(client: redis.Redis, key: str) -> StreamInfo:
     )
 
 
+def group_lag(client: redis.Redis, key: str, group: str) -> int | None:
+    """The group's exact lag from Millrace's XGROUPLAG (issue 23); None from a server without it (Redis) or without the group."""
+    try:
+        reply = client.execute_command("XGROUPLAG", key, group)
+    except redis.ResponseError:
+        return None
+    fields = reply[0] if isinstance(reply[0], dict) else dict(zip(reply[0][0::2], reply[0][1::2], strict=True))
+    return int(fields[b"lag"] if b"lag" in fields else fields["lag"])
+
+
 def scan_range(client: redis.Redis, key: str, after: int, upto: int, count: int) -> Iterator[list]:
     """Pages of raw XRANGE entries with `after < id <= upto`, each page starting strictly after the last.
 

@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.arrow_batches import plan_for
 from pipeline.batch_reader import read_range, start_after
-from pipeline.client import SourceError, StreamInfo, connect, nth_id_after, ping, stream_info
+from pipeline.client import SourceError, StreamInfo, connect, group_lag, nth_id_after, ping, stream_info
 from pipeline.options import SourceOptions
 from pipeline.partitioning import Span, plan, share_out
 from pipeline.stream_ids import format_id, parse_id
@@ -182,7 +182,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def reportLatestOffset(self) -> Offset | None:
-        """The tail of each stream and the query's lag behind it (shown in the query progress)."""
+        """The tail of each stream and the query's lag behind it (shown in the query progress).
+
+        `lag` is entries-added minus the query's entries-read (-1 when unknown),
+        which counts deleted entries too. With option `group` on a server that
+        has XGROUPLAG (Millrace), `group_lag` adds the exact count: live entries
+        after the group's position, the last committed batch (one batch behind
+        `lag`'s position, see the module's docstring).
+        """
         if not self._infos:
             return None
         report = {}
@@ -193,6 +200,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "entries_added": info.entries_added,
                 "lag": info.entries_added - read if read >= 0 else -1,
             }
+            exact = group_lag(self.client(), key, self.options.group) if self.options.group else None
+            if exact is not None:
+                report[key]["group_lag"] = exact
         return report
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:

@@ -84,3 +84,16 @@ def test_bad_options(server, args, message) -> None:
     done = subprocess.run([sys.executable, "-m", "tools.lag", "--url", f"redis://127.0.0.1:{server.port}", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and message in done.stderr
+
+
+def test_spark_source_group_lag_helper(r2, server, oracle_server) -> None:
+    """pipeline.client.group_lag: XGROUPLAG's exact lag on Millrace, None on Redis (no XGROUPLAG) and for a missing group."""
+    from pipeline.client import group_lag
+
+    redis_client = oracle_server.client()
+    redis_client.flushall()
+    for client in (r2, redis_client):
+        fill(client)
+    assert group_lag(r2, "orders", "g") == 6
+    assert group_lag(r2, "orders", "nope") is None
+    assert group_lag(redis_client, "orders", "g") is None
