@@ -26,15 +26,19 @@ class Arg:
     token: str | None = None
     flags: list[str] = field(default_factory=list)
     arguments: list[Arg] = field(default_factory=list)
+    since: str | None = None
+    display: bool = False  # a pure token with display_text, as Redis 8's JSON-generated docs give them
 
     def reply(self) -> Map:
         out = Map({b"name": self.name.encode(), b"type": self.type.encode()})
-        if self.type not in ("pure-token", "oneof", "block"):
+        if self.type not in ("pure-token", "oneof", "block") or self.display:
             out[b"display_text"] = self.name.encode()
         if self.type == "key":
             out[b"key_spec_index"] = 0
         if self.token is not None:
             out[b"token"] = self.token.encode()
+        if self.since is not None:
+            out[b"since"] = self.since.encode()
         if self.flags:
             out[b"flags"] = Set([Simple(f.encode()) for f in self.flags])
         if self.arguments:
@@ -171,8 +175,18 @@ def syntax_line(handler, full_name: str) -> str | None:
     return " ".join(head[len(words) :])
 
 
+# Argument trees declared in full (Redis's JSON names: `condition`, `strategy`, blocks with tokens),
+# for commands whose docs must match Redis's exactly; see server/commands/stream_docs.py.
+DECLARED: dict[str, list[Arg]] = {}
+# COMMAND DOCS `history`: (version, what changed), oldest first, as Redis's JSON lists them.
+HISTORY: dict[str, list[tuple[str, str]]] = {}
+
+
 def arguments(handler, full_name: str) -> list[Map]:
     """Redis's COMMAND DOCS `arguments` for a command, [] when its syntax is unknown or empty."""
+    declared = DECLARED.get(full_name)
+    if declared is not None:
+        return [item.reply() for item in declared]
     text = syntax_line(handler, full_name)
     if not text:
         return []

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     pubsub,
     replication,
     server,
+    stream_docs,
     stream_refs,
     streams,
     strings,

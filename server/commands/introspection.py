@@ -240,6 +240,9 @@ def command_docs(cmd: Command) -> Map:
             b"complexity": cmd.complexity.encode(),
         }
     )
+    history = syntax.HISTORY.get(cmd.name)
+    if history:
+        docs[b"history"] = [[version.encode(), change.encode()] for version, change in history]
     try:
         arguments = syntax.arguments(cmd.handler, cmd.name)
     except Exception:  # a syntax line the parser cannot read: no argument docs, never an error

@@ -123,8 +123,8 @@ def xdelex(ctx, argv):
 
 @command(
     "xackdel", -6, "write fast", keys=(1, 1, 1), group="stream", since="8.2.0",
-    summary="Acknowledges and conditionally deletes one or multiple entries for a stream consumer group.",
-    complexity="O(1) for each entry ID processed.",
+    summary="Acknowledges and deletes one or multiple messages for a stream consumer group.",
+    complexity="O(1) for each message ID processed.",
 )  # fmt: skip
 def xackdel(ctx, argv):
     """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...] -> per ID: 1 acknowledged and deleted, 2 acknowledged but still referenced (ACKED), -1 not pending in the group."""

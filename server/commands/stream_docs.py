@@ -1,0 +1,52 @@
+"""COMMAND DOCS arguments of Redis 8's stream commands, declared as Redis's JSON has them.
+
+The syntax-line parser (server/syntax.py) cannot know Redis's argument names
+(`condition` for KEEPREF|DELREF|ACKED, `ids` for the IDS block, `strategy`,
+`operator`), so these trees are written out, copied in shape from Redis 8.2.3's
+COMMAND DOCS (tests/test_r8_docs.py compares them with the oracle).
+"""
+
+from __future__ import annotations
+
+from ..syntax import DECLARED, HISTORY, Arg
+
+
+def _token(name: str, token: str, since: str | None = None) -> Arg:
+    return Arg(name, "pure-token", token=token, since=since, display=True)
+
+
+def _condition() -> Arg:
+    """[KEEPREF | DELREF | ACKED] (8.2)."""
+    return Arg("condition", "oneof", flags=["optional"], arguments=[
+        _token("keepref", "KEEPREF"), _token("delref", "DELREF"), _token("acked", "ACKED"),
+    ])  # fmt: skip
+
+
+def _ids() -> Arg:
+    """IDS numids id [id ...]."""
+    return Arg("ids", "block", token="IDS", arguments=[Arg("numids", "integer"), Arg("id", "string", flags=["multiple"])])
+
+
+def _trim(optional: bool) -> Arg:
+    """<MAXLEN | MINID> [= | ~] threshold [LIMIT count]."""
+    return Arg("trim", "block", flags=["optional"] if optional else [], arguments=[
+        Arg("strategy", "oneof", arguments=[_token("maxlen", "MAXLEN"), _token("minid", "MINID", since="6.2.0")]),
+        Arg("operator", "oneof", flags=["optional"], arguments=[_token("equal", "="), _token("approximately", "~")]),
+        Arg("threshold", "string"),
+        Arg("count", "integer", token="LIMIT", since="6.2.0", flags=["optional"]),
+    ])  # fmt: skip
+
+
+DECLARED["xdelex"] = [Arg("key", "key"), _condition(), _ids()]
+DECLARED["xackdel"] = [Arg("key", "key"), Arg("group", "string"), _condition(), _ids()]
+_xtrim = _trim(optional=False)
+_xtrim.arguments.append(_condition())
+DECLARED["xtrim"] = [Arg("key", "key"), _xtrim]
+
+_POLICIES_ADDED = ("8.2.0", "Added the `KEEPREF`, `DELREF` and `ACKED` options.")
+HISTORY["xtrim"] = [("6.2.0", "Added the `MINID` trimming strategy and the `LIMIT` option."), _POLICIES_ADDED]
+HISTORY["xadd"] = [
+    ("6.2.0", "Added the `NOMKSTREAM` option, `MINID` trimming strategy and the `LIMIT` option."),
+    ("7.0.0", "Added support for the `<ms>-*` explicit ID form."),
+    _POLICIES_ADDED,
+]
