@@ -470,3 +470,22 @@ def test_a_repeat_propagates_nothing():
     assert effects == []
     second = source.execute(client, [b"XADD", b"s", b"IDMPAUTO", b"p", b"*", b"f", b"v"])
     assert effects == [[b"MULTI"], [b"XADD", b"s", second, b"f", b"v"], [b"XIDMPRECORD", b"s", b"p", auto_iid([b"f", b"v"]), second], [b"EXEC"]]
+
+
+def test_snapshot_records_without_idmp_keys_still_load():
+    """The IDMP state is an optional third element of a stream's record: files written before it load unchanged."""
+    from persistence.snapshot import STREAM, decode_value, encode_value
+    from storage.consumer_group import dump_groups
+
+    stream = Stream()
+    stream.add(1000, [b"f", b"v"])
+    kind, payload = encode_value(stream)
+    assert kind == STREAM and len(payload) == 2  # no IDMP state: the record as before IDMP
+    assert decode_value(STREAM, [stream.dump(), dump_groups({})]).idmp is None
+    source = Server()
+    client = Client(source)
+    source.now = 5000
+    source.execute(client, [b"XADD", b"s", b"IDMP", b"p", b"i", b"*", b"f", b"v"])
+    tracked = source.keyspace.dbs[0].data[b"s"]
+    kind, payload = encode_value(tracked)
+    assert len(payload) == 3 and decode_value(kind, payload).idmp.dump() == tracked.idmp.dump()
