@@ -30,6 +30,10 @@ class Block:
     timer: object = None
     write: bool = False  # the blocked command is a write: attempt() returns (reply, effects)
     command: object = None  # its Command, for INFO commandstats when it fails later
+    # a time (ms) at which attempt() may succeed with no key touched (XREADGROUP ... CLAIM: an
+    # entry becomes idle enough); attempt() updates it when it keeps waiting
+    wake_at: int | None = None
+    wake_timer: object = None
 
 
 class BlockingManager:
@@ -63,6 +67,9 @@ class BlockingManager:
         if block.timer is not None:
             block.timer.cancel()
             block.timer = None
+        if block.wake_timer is not None:
+            block.wake_timer.cancel()
+            block.wake_timer = None
 
     def touch(self, db: int, key: bytes) -> None:
         if (db, key) in self.waiters:

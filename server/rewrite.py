@@ -4,7 +4,8 @@ Redis's rewriteAppendOnlyFileRio: each key becomes the commands that rebuild
 it, in the same effect forms the server propagates (so the loader needs no
 other ones): strings as SET with PXAT, streams as XADD per entry then XSETID
 with every counter, each group as XGROUP CREATE with ENTRIESREAD, its PEL as
-XCLAIM with absolute TIME and RETRYCOUNT, its consumers with their times.
+XCLAIM with absolute TIME and RETRYCOUNT (its NACK zone as XNACK ... FORCE),
+its consumers with their times.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections.abc import Iterator
 
 from persistence.aof import encode
 from persistence.snapshot import fsync_dir
+from storage.claim import zone
 from storage.stream import Stream
 from storage.stream_id import format_id
 
+from .commands.claim import nack_effects
 from .commands.groups import consumer_effect, xclaim_effect
 from .commands.idmp import rewrite_commands as idmp_rewrite
 
@@ -40,7 +43,10 @@ def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list
     for name, group in stream.groups.items():
         yield [b"XGROUP", b"CREATE", key, name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read]
         for entry_id, pending in group.pel.items():
-            yield xclaim_effect(key, name, group, entry_id, pending)
+            if pending.consumer is not None:
+                yield xclaim_effect(key, name, group, entry_id, pending)
+        if group.nacked:  # the NACK zone, in its order (Redis emits the same XNACK ... FORCE batches)
+            yield from nack_effects(key, name, group, zone(group), batch=64)
         for consumer in group.consumers.values():
             yield consumer_effect(key, name, consumer)
     if expire is not None:

@@ -513,7 +513,26 @@ class Server:
         client.blocked = block
         if block.timeout_ms > 0:
             block.timer = self.loop.call_later(block.timeout_ms / 1000, self.timeout_block, block)
+        self.schedule_wake(block)
         return BLOCKED
+
+    # A wake-up re-checks at least this often (ms), in case a change no key signals moved the time.
+    WAKE_RECHECK_MS = 1000
+
+    def schedule_wake(self, block: Block) -> None:
+        """Re-attempt a parked block at its wake_at (its keys marked ready), if it has one."""
+        if block.wake_at is None:
+            return
+        delay = min(max(block.wake_at - self.now, 0) + 1, self.WAKE_RECHECK_MS)
+        block.wake_timer = self.loop.call_later(delay / 1000, self.wake_block, block)
+
+    def wake_block(self, block: Block) -> None:
+        block.wake_timer = None
+        if block.client.blocked is not block:
+            return
+        for key in block.keys:
+            self.blocking.ready.add((block.db, key))
+        self.serve_ready()  # reschedules the wake-up if the block keeps waiting
 
     def timeout_block(self, block: Block) -> None:
         block.timer = None
@@ -542,6 +561,10 @@ class Server:
                         self.unblock(block, self.error(exc.message))
                         continue
                     if result is None:
+                        if block.wake_at is not None:  # attempt() moved its wake-up time
+                            if block.wake_timer is not None:
+                                block.wake_timer.cancel()
+                            self.schedule_wake(block)
                         continue
                     if block.write:
                         result, effects = result

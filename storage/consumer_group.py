@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from heapq import heapify, heappush
 from itertools import islice, repeat
 from operator import attrgetter
 
@@ -185,15 +186,26 @@ class Consumer:
 
 
 class ConsumerGroup:
-    """last_id is the last delivered ID; entries_read counts the entries the group read, or is invalid (-1)."""
+    """last_id is the last delivered ID; entries_read counts the entries the group read, or is invalid (-1).
 
-    __slots__ = ("last_id", "entries_read", "pel", "consumers")
+    `nacked` is Redis 8.8's NACK zone: the IDs XNACK released, oldest first.
+    Their PendingEntry has no consumer and delivery time 0; they stay in
+    `pel` only (no consumer's). `timeline` orders the owned pending entries
+    by delivery time for XREADGROUP ... CLAIM (storage/claim.py): a heap of
+    (delivery_time, id) built on first use, pushed to whenever a delivery
+    time changes (add_pending, add_new, retime), its stale records dropped
+    when met. None until a CLAIM read needs it, so other groups pay nothing.
+    """
+
+    __slots__ = ("last_id", "entries_read", "pel", "consumers", "nacked", "timeline")
 
     def __init__(self, last_id: int, entries_read: int = INVALID_ENTRIES_READ) -> None:
         self.last_id = last_id
         self.entries_read = entries_read
         self.pel = PendingList()  # entry id -> PendingEntry
         self.consumers: dict[bytes, Consumer] = {}
+        self.nacked: dict[int, None] = {}  # the NACK zone, in NACK order
+        self.timeline: list[tuple[int, int]] | None = None
 
     # -- consumers -----------------------------------------------------------
 
@@ -267,15 +279,13 @@ class ConsumerGroup:
             pending = PendingEntry(consumer, now)
             self.pel[entry_id] = pending
             consumer.pel[entry_id] = pending
+            if self.timeline is not None:
+                heappush(self.timeline, (now, entry_id))
             return pending
         # Already pending (the group's ID was moved back by SETID): it changes owner and starts over.
-        pending = self.own(entry_id, pending)
-        if pending.consumer is not consumer:
-            del pending.consumer.pel[entry_id]
-            consumer.pel[entry_id] = pending
-            pending.consumer = consumer
-        pending.delivery_time = now
+        pending = self.transfer(entry_id, pending, consumer)
         pending.delivery_count = 1
+        self.retime(entry_id, pending, now)
         return pending
 
     def add_new(self, entry_ids: list[int], consumer: Consumer, now: int) -> None:
@@ -292,6 +302,10 @@ class ConsumerGroup:
             pel.order.extend(entry_ids)
             own.entries.update(pairs)
             own.order.extend(entry_ids)
+            timeline = self.timeline
+            if timeline is not None:
+                for entry_id in entry_ids:
+                    heappush(timeline, (now, entry_id))
             return
         for entry_id in entry_ids:
             self.add_pending(entry_id, consumer, now)
@@ -325,16 +339,22 @@ class ConsumerGroup:
             return done
         pel.stale += len(acked)
         owners = set(map(_consumer_of, popped))
-        if len(owners) == 1:
+        if self.nacked:
+            nacked = self.nacked
+            for entry_id in acked:
+                nacked.pop(entry_id, None)
+        if len(owners) == 1 and None not in owners:
             own = owners.pop().pel
             deque(map(own.entries.__delitem__, acked), 0)
             own.stale += len(acked)
             own.settle()
         else:
+            owners.discard(None)  # NACKed entries: in the group's PEL only
             for entry_id, pending in zip(acked, popped, strict=True):
-                own = pending.consumer.pel
-                del own.entries[entry_id]
-                own.stale += 1
+                if pending.consumer is not None:
+                    own = pending.consumer.pel
+                    del own.entries[entry_id]
+                    own.stale += 1
             for consumer in owners:
                 consumer.pel.settle()
         pel.settle()
@@ -345,16 +365,40 @@ class ConsumerGroup:
         pending = self.pel.pop(entry_id)
         if pending.consumer is not None:
             pending.consumer.pel.pop(entry_id, None)
+        else:
+            self.nacked.pop(entry_id, None)
 
     def transfer(self, entry_id: int, pending: PendingEntry, consumer: Consumer) -> PendingEntry:
-        """Give a pending entry to consumer (XCLAIM, XAUTOCLAIM); returns it, private, for further changes."""
+        """Give a pending entry to consumer (XCLAIM, XAUTOCLAIM); returns it, private, for further changes.
+
+        A NACKed entry leaves the NACK zone. Its delivery time (0) must be set next, with retime().
+        """
         pending = self.own(entry_id, pending)
         if pending.consumer is not consumer:
             if pending.consumer is not None:
                 del pending.consumer.pel[entry_id]
+            else:
+                self.nacked.pop(entry_id, None)
             consumer.pel[entry_id] = pending
             pending.consumer = consumer
         return pending
+
+    def retime(self, entry_id: int, pending: PendingEntry, delivery_time: int) -> None:
+        """Set a (private, owned) pending entry's delivery time: every change of one goes through here
+        (or add_pending/add_new), so the CLAIM timeline stays complete."""
+        pending.delivery_time = delivery_time
+        timeline = self.timeline
+        if timeline is not None:
+            heappush(timeline, (delivery_time, entry_id))
+            if len(timeline) > 2 * len(self.pel) + 64:
+                self.build_timeline()
+
+    def build_timeline(self) -> list[tuple[int, int]]:
+        """The timeline from the PEL as it is (first use, or compaction once stale records dominate)."""
+        timeline = [(p.delivery_time, i) for i, p in self.pel.entries.items() if p.consumer is not None]
+        heapify(timeline)
+        self.timeline = timeline
+        return timeline
 
     def pel_range(self, start: int, end: int, consumer: Consumer | None = None):
         """(id, PendingEntry) pairs with start <= id <= end, of the group or of one consumer."""
@@ -437,28 +481,40 @@ def dump_groups(groups: dict[bytes, ConsumerGroup]) -> list:
 
     Per group: name, last-delivered-id, entries-read, consumers [name,
     seen-time, active-time] and the PEL [id, owner, delivery time, count];
-    each consumer's own PEL is rebuilt from the owners.
+    each consumer's own PEL is rebuilt from the owners. A NACKed entry's
+    owner is nil, and a group with a NACK zone has a sixth element, a map
+    whose `nacked` lists the zone's IDs in order (absent: no zone; files
+    written before XNACK load unchanged).
     """
     out = []
     for name, group in groups.items():
         consumers = [[c.name, c.seen_time, c.active_time] for c in group.consumers.values()]
-        pel = [[i.to_bytes(16, "big"), p.consumer.name, p.delivery_time, p.delivery_count] for i, p in group.pel.items()]
-        out.append([name, group.last_id.to_bytes(16, "big"), group.entries_read, consumers, pel])
+        pel = [
+            [i.to_bytes(16, "big"), p.consumer.name if p.consumer is not None else None, p.delivery_time, p.delivery_count]
+            for i, p in group.pel.items()
+        ]
+        row = [name, group.last_id.to_bytes(16, "big"), group.entries_read, consumers, pel]
+        if group.nacked:
+            row.append({"nacked": [i.to_bytes(16, "big") for i in group.nacked]})
+        out.append(row)
     return out
 
 
 def load_groups(data: list) -> dict[bytes, ConsumerGroup]:
     """The inverse of dump_groups()."""
     groups: dict[bytes, ConsumerGroup] = {}
-    for name, last_id, entries_read, consumers, pel in data:
+    for name, last_id, entries_read, consumers, pel, *optional in data:
         group = groups[name] = ConsumerGroup(int.from_bytes(last_id, "big"), entries_read)
         for consumer_name, seen_time, active_time in consumers:
             consumer = group.consumers[consumer_name] = Consumer(consumer_name, seen_time)
             consumer.active_time = active_time
         for entry_id, owner, delivery_time, delivery_count in pel:
             entry_id = int.from_bytes(entry_id, "big")
-            consumer = group.consumers[owner]
+            consumer = group.consumers[owner] if owner is not None else None
             pending = PendingEntry(consumer, delivery_time, delivery_count)
             group.pel[entry_id] = pending
-            consumer.pel[entry_id] = pending
+            if consumer is not None:
+                consumer.pel[entry_id] = pending
+        extra = optional[0] if optional else {}
+        group.nacked = dict.fromkeys(int.from_bytes(i, "big") for i in extra.get("nacked", ()))
     return groups

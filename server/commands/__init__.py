@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     acl,
+    claim,
     client,
     connection,
     groups,

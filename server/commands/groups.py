@@ -24,6 +24,7 @@ from itertools import islice
 
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
+from storage.claim import nacked_count, next_count
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry
 from storage.lag import exact_entries_read, xinfo_lag
 from storage.stream import Stream
@@ -306,12 +307,13 @@ def xgroup_help(ctx, argv):
 class ReadGroupRequest:
     """A parsed XREADGROUP: what to read, for whom, how much, how long to wait."""
 
-    __slots__ = ("group", "consumer", "count", "noack", "timeout", "keys", "ids")
+    __slots__ = ("group", "consumer", "count", "noack", "timeout", "keys", "ids", "claim")
 
     def __init__(self, ctx, argv: list[bytes]) -> None:
         argc = len(argv)
         self.noack = False
         self.timeout: int | None = None
+        self.claim: int | None = None  # CLAIM min-idle-time (Redis 8.4), see claim.py
         if argc == 9 and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
             # The usual shape, `GROUP g c COUNT n STREAMS key id`: what the loop below would make of it.
             self.group, self.consumer = argv[2], argv[3]
@@ -342,6 +344,13 @@ class ReadGroupRequest:
                 i += 2
             elif option == b"NOACK":
                 self.noack = True
+            elif option == b"CLAIM":
+                from .claim import MIN_IDLE_NOT_INTEGER, parse_min_idle  # claim.py imports this module
+
+                if not more:
+                    raise ReplyError(MIN_IDLE_NOT_INTEGER)
+                i += 1
+                self.claim = parse_min_idle(argv[i])
             else:
                 raise ReplyError(SYNTAX)
             i += 1
@@ -392,6 +401,12 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
         consumer.seen_time = now
         if start is not None:
             served.append((key, _read_history(stream, group, consumer, start, request.count, now, key, request.group, effects)))
+        elif request.claim is not None:
+            from .claim import read_claim
+
+            entries = read_claim(stream, group, consumer, request.group, request.count, request.noack, request.claim, now, key, effects)
+            if entries is not None:
+                served.append((key, entries))
         else:
             entries = _read_new(stream, group, consumer, request.group, request.count, request.noack, now, key, effects)
             if entries is not None:
@@ -441,8 +456,8 @@ def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, co
             reply.append([format_id(entry_id), NULL_ARRAY])
             continue
         pending = group.own(entry_id, consumer.pel[entry_id])
-        pending.delivery_time = now
-        pending.delivery_count += 1
+        pending.delivery_count = next_count(pending.delivery_count)
+        group.retime(entry_id, pending, now)
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
         reply.append([format_id(entry_id), fields])
     return reply
@@ -454,14 +469,16 @@ def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, co
     since="5.0.0", complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
 )  # fmt: skip
 def xreadgroup(ctx, argv):
-    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
+    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
     ctx.server.keyspace_hits += len(resolved)  # Redis looks each key up again to serve it
     effects: list = []
-    if request.timeout is None or any(start is not None or _has_new(stream, group) for _key, stream, group, start in resolved):
+    if request.timeout is None or any(start is not None or _ready(request, stream, group, ctx.server.now) for _key, stream, group, start in resolved):
         served = _read_group(ctx, request, resolved, effects)
-        return (streams_reply(ctx, served) if served else NULL_ARRAY), effects
+        if served or request.timeout is None or request.claim is None:
+            return (streams_reply(ctx, served) if served else NULL_ARRAY), effects
+        # CLAIM found only pending entries whose stream entry was gone (now dropped): wait as well
     # Nothing to serve: the consumers are created/seen now, then the client waits.
     now = ctx.server.now
     for key, _stream, group, _start in resolved:
@@ -473,15 +490,39 @@ def xreadgroup(ctx, argv):
         """Re-run as Redis 7.4 re-executes a woken XREADGROUP: errors release the client."""
         again = request.resolve(ctx)
         ctx.server.keyspace_hits += len(again)
-        if not any(_has_new(stream, group) for _key, stream, group, _start in again):
+        now = ctx.server.now
+        if not any(_ready(request, stream, group, now) for _key, stream, group, _start in again):
+            if request.claim is not None:
+                block.wake_at = _claim_wake_time(again, request.claim)
             return None
         retry_effects: list = []
         served = _read_group(ctx, request, again, retry_effects)
+        if not served:  # only claimable entries whose payload was gone: dropped, keep waiting
+            if retry_effects:
+                ctx.server.after_write(ctx.db.id, retry_effects)
+            return None
         return streams_reply(ctx, served), retry_effects
 
     block = Block(list(request.keys), request.timeout, attempt, NULL_ARRAY)
     block.effects = effects
+    if request.claim is not None:
+        block.wake_at = _claim_wake_time(resolved, request.claim)
     return block
+
+
+def _ready(request: ReadGroupRequest, stream: Stream, group: ConsumerGroup, now: int) -> bool:
+    """Whether a `>` read has something to deliver now: new entries, or with CLAIM claimable ones."""
+    if request.claim is None:
+        return _has_new(stream, group)
+    from .claim import can_serve
+
+    return can_serve(stream, group, request.claim, now)
+
+
+def _claim_wake_time(resolved, min_idle: int) -> int | None:
+    from .claim import wake_time
+
+    return wake_time(resolved, min_idle)
 
 
 # -- XACK -------------------------------------------------------------------------
@@ -549,10 +590,13 @@ def xpending(ctx, argv):
     if not count:
         return reply
     for entry_id, pending in group.pel_range(start, end, consumer):
-        idle = now - pending.delivery_time
-        if min_idle and idle < min_idle:
-            continue
-        reply.append([format_id(entry_id), pending.consumer.name, max(idle, 0), pending.delivery_count])
+        if pending.consumer is None:  # NACKed: unowned, never delivered since (Redis 8.8 shows idle -1)
+            reply.append([format_id(entry_id), b"", -1, pending.delivery_count])
+        else:
+            idle = now - pending.delivery_time
+            if min_idle and idle < min_idle:
+                continue
+            reply.append([format_id(entry_id), pending.consumer.name, max(idle, 0), pending.delivery_count])
         if len(reply) == count:
             break
     return reply
@@ -632,14 +676,14 @@ def xclaim(ctx, argv):
             if not force:
                 continue
             pending = pel[entry_id] = PendingEntry(None, now)
-        elif min_idle and now - pending.delivery_time < min_idle:
-            continue
+        elif min_idle and pending.consumer is not None and now - pending.delivery_time < min_idle:
+            continue  # (a NACKed entry is claimable whatever the idle time asked)
         pending = group.transfer(entry_id, pending, consumer)
-        pending.delivery_time = delivery_time
+        group.retime(entry_id, pending, delivery_time)
         if retry_count >= 0:
             pending.delivery_count = retry_count
         elif not justid:
-            pending.delivery_count += 1
+            pending.delivery_count = next_count(pending.delivery_count)
         reply.append(_entry_reply(stream, entry_id, justid))
         consumer.active_time = now
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
@@ -695,12 +739,12 @@ def xautoclaim(ctx, argv):
             deleted.append(format_id(entry_id))
             count -= 1
             continue
-        if min_idle and now - pending.delivery_time < min_idle:
+        if min_idle and pending.consumer is not None and now - pending.delivery_time < min_idle:
             continue
         pending = group.transfer(entry_id, pending, consumer)
-        pending.delivery_time = now
+        group.retime(entry_id, pending, now)
         if not justid:
-            pending.delivery_count += 1
+            pending.delivery_count = next_count(pending.delivery_count)
         claimed.append(_entry_reply(stream, entry_id, justid))
         count -= 1
         consumer.active_time = now
@@ -773,7 +817,7 @@ def full_groups(stream: Stream, count: int, exact: bool = False) -> list[Map]:
     for name, group in sorted(stream.groups.items()):
         entries_read, group_lag = xinfo_lag(stream, group, exact)
         pending = [
-            [format_id(entry_id), entry.consumer.name, entry.delivery_time, entry.delivery_count]
+            [format_id(entry_id), entry.consumer.name if entry.consumer is not None else b"", entry.delivery_time, entry.delivery_count]
             for entry_id, entry in islice(group.pel.items(), limit)
         ]
         consumers = []
@@ -802,6 +846,7 @@ def full_groups(stream: Stream, count: int, exact: bool = False) -> list[Map]:
                     b"pel-count": len(group.pel),
                     b"pending": pending,
                     b"consumers": consumers,
+                    b"nacked-count": nacked_count(group),  # Redis 8.8; after consumers, as redis.io lists it
                 }
             )
         )

@@ -493,6 +493,8 @@ def xread(ctx, argv):
             raise ReplyError("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
         elif opt == b"noack":
             raise ReplyError("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
+        elif opt == b"claim" and moreargs:  # Redis 8.4's XREADGROUP option
+            raise ReplyError("ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.")
         else:
             raise ReplyError(SYNTAX)
         i += 1
