@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from storage import retention
 from storage.consumer_group import dump_groups, load_groups
 from storage.idmp import load_extras, snapshot_extras
 from storage.stream import Stream
@@ -80,6 +81,9 @@ def encode_value(value: object) -> tuple[int, object]:
         return STRING, value
     if type(value) is Stream:
         extras = snapshot_extras(value)  # optional keys: a third element only when there are any
+        retained = retention.dump(value)
+        if retained is not None:  # a consumption-based retention policy, roles, counters
+            extras["retention"] = retained
         return STREAM, [value.dump(), dump_groups(value.groups), extras] if extras else [value.dump(), dump_groups(value.groups)]
     raise TypeError(f"cannot snapshot a {type(value).__name__}")
 
@@ -95,6 +99,8 @@ def decode_value(kind: int, payload: object) -> object:
         stream.groups = load_groups(groups)
         if extras:
             load_extras(stream, extras[0])
+            if "retention" in extras[0]:
+                retention.load(stream, extras[0]["retention"])
         return stream
     raise ValueError(f"unknown value type {kind}")
 

@@ -15,6 +15,7 @@ from itertools import islice
 
 from . import REDIS_VERSION, __version__
 from .command import COMMANDS, Command
+from .retention import STATS as RETENTION_STATS
 
 # Sections in Redis's order; the first group is what INFO / INFO default shows.
 DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace")
@@ -300,6 +301,7 @@ def _stats(server) -> list[tuple[str, object]]:
         ("client_output_buffer_limit_disconnections", stats.get("client_output_buffer_limit_disconnections", 0)),
         ("reply_buffer_shrinks", 0),
         ("reply_buffer_expands", 0),
+        *((name, stats.get(name, 0)) for name in RETENTION_STATS),
     ]
 
 

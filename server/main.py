@@ -20,7 +20,7 @@ import time
 from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
-from . import REDIS_VERSION, __version__
+from . import REDIS_VERSION, __version__, retention
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import PARAMS, Config, ConfigError
@@ -308,6 +308,7 @@ def _cron(server: Server) -> None:
         server.persistence.cron()
     if server.replication is not None:
         server.replication.cron()
+    retention.cron(server)
     server.update_refusing()
     timeout = server.config["timeout"]
     if timeout and now - server.idle_checked >= 1000:

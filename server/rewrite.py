@@ -22,6 +22,7 @@ from storage.stream_id import format_id
 from .commands.claim import nack_effects
 from .commands.groups import consumer_effect, xclaim_effect
 from .commands.idmp import rewrite_commands as idmp_rewrite
+from .retention import retention_commands
 
 
 def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list[bytes]]:
@@ -49,6 +50,8 @@ def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list
             yield from nack_effects(key, name, group, zone(group), batch=64)
         for consumer in group.consumers.values():
             yield consumer_effect(key, name, consumer)
+    if stream.retention is not None:
+        yield from retention_commands(key, stream)
     if expire is not None:
         yield [b"PEXPIREAT", key, b"%d" % expire]
 

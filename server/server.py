@@ -18,7 +18,7 @@ from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
 from storage.keyspace import Keyspace
 
-from . import REDIS_VERSION, notify
+from . import REDIS_VERSION, notify, retention
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
@@ -59,7 +59,7 @@ class Server:
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
-        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed",
+        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -127,6 +127,7 @@ class Server:
         self.latency_tracking = self.config["latency-tracking"]  # per-command histograms for INFO latencystats
         self.latency_threshold_ns = latency_threshold_ns(self.config["latency-monitor-threshold"])
         self.reads_processed = self.writes_processed = 0  # INFO total_reads_processed / total_writes_processed
+        retention.install(self)  # streams with a consumption-based retention policy (self.retained)
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -252,6 +253,8 @@ class Server:
                 result = self.block(client, cmd, result)
             elif cmd.write:
                 result, effects = result
+                if effects and self.retained:  # some stream has a retention policy: run it after the write
+                    effects = retention.after_write(self, client, cmd, argv, effects)
                 if effects:
                     db = client.db
                     rule = DIRTY_RULES.get(cmd.name)

@@ -288,7 +288,7 @@ class Stream:
     """A Redis stream: nodes of entries plus Redis 7's counters."""
 
     TYPE = "stream"
-    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "idmp", "_fields", "_rax", "rank", "__weakref__")
+    __slots__ = ("nodes", "keys", "length", "last_id", "first_id", "max_deleted_entry_id", "entries_added", "groups", "idmp", "_fields", "_rax", "rank", "retention", "__weakref__")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -303,6 +303,7 @@ class Stream:
         self._fields: dict[tuple[bytes, ...], tuple[bytes, ...]] = {}  # interned master fields
         self._rax: tuple[int, int, int, int] | None = None  # (node count, first key, last key, radix-tree-nodes)
         self.rank = None  # storage/rank.py's LiveRank, built on first use; delete() and trim() keep it current
+        self.retention = None  # storage.retention.Retention: a consumption-based policy and group roles, if any
 
     def __len__(self) -> int:
         return self.length
@@ -824,22 +825,29 @@ class Stream:
 
     def memory_usage(self) -> int:
         """Bytes this stream takes in this process (objects, packed nodes, lists)."""
+        return self.fixed_memory() + sum(map(node_memory, self.nodes))
+
+    def fixed_memory(self) -> int:
+        """memory_usage() without its nodes: the stream object, its lists and node keys, field names."""
         size = sys.getsizeof(self) + sys.getsizeof(self.nodes) + sys.getsizeof(self.keys)
         for key in self.keys:
             size += sys.getsizeof(key)
-        for node in self.nodes:
-            size += sys.getsizeof(node) + sys.getsizeof(node.master_id) + sys.getsizeof(node.last_id)
-            if node.packed is not None:
-                size += sys.getsizeof(node.packed)
-            else:
-                size += sys.getsizeof(node.ids) + sys.getsizeof(node.rows)
-                for entry_id, row in zip(node.ids, node.rows, strict=True):
-                    size += sys.getsizeof(entry_id) + sys.getsizeof(row)
-                    for item in row:
-                        size += sys.getsizeof(item)
         for names in self._fields:
             size += sys.getsizeof(names) + sum(sys.getsizeof(name) for name in names)
         return size
+
+
+def node_memory(node: Node) -> int:
+    """One node's part of Stream.memory_usage(): the node, its IDs and its packed bytes or open lists."""
+    size = sys.getsizeof(node) + sys.getsizeof(node.master_id) + sys.getsizeof(node.last_id)
+    if node.packed is not None:
+        return size + sys.getsizeof(node.packed)
+    size += sys.getsizeof(node.ids) + sys.getsizeof(node.rows)
+    for entry_id, row in zip(node.ids, node.rows, strict=True):
+        size += sys.getsizeof(entry_id) + sys.getsizeof(row)
+        for item in row:
+            size += sys.getsizeof(item)
+    return size
 
 
 def _id16(stream_id: int) -> bytes:

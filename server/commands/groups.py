@@ -769,20 +769,24 @@ def xinfo_groups(ctx, argv):
     stream = _xinfo_stream(ctx, argv[2])
     exact = ctx.server.config["stream-exact-lag"]
     reply = []
+    retained = stream.retention is not None and stream.retention.policy is not None
     for name, group in sorted(stream.groups.items()):
         entries_read, group_lag = xinfo_lag(stream, group, exact)
-        reply.append(
-            Map(
-                {
-                    b"name": name,
-                    b"consumers": len(group.consumers),
-                    b"pending": len(group.pel),
-                    b"last-delivered-id": format_id(group.last_id),
-                    b"entries-read": entries_read,
-                    b"lag": group_lag,
-                }
-            )
+        info = Map(
+            {
+                b"name": name,
+                b"consumers": len(group.consumers),
+                b"pending": len(group.pel),
+                b"last-delivered-id": format_id(group.last_id),
+                b"entries-read": entries_read,
+                b"lag": group_lag,
+            }
         )
+        if retained:  # a consumption-based retention policy: the group's role in it
+            from .retention import group_fields
+
+            info.update(group_fields(stream, name, group))
+        reply.append(info)
     return reply
 
 

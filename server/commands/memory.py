@@ -20,6 +20,11 @@ if b"memory" not in COMMANDS:
 _SLOT = 3 * 8  # a dict entry: hash, key and value pointers
 
 
+def key_overhead(key: bytes) -> int:
+    """What MEMORY USAGE adds to a value's own size: the key and its dictionary slot."""
+    return sys.getsizeof(key) + _SLOT
+
+
 @command(
     "memory|usage", -3, "readonly", keys=(2, 2, 1), group="server", since="4.0.0",
     summary="Estimates the memory usage of a key.", complexity="O(N) where N is the number of samples.",
@@ -41,6 +46,6 @@ def memory_usage(ctx, argv):
     value = ctx.db.lookup(key, ctx.server.now)
     if value is None:
         return None
-    size = sys.getsizeof(key) + _SLOT
+    size = key_overhead(key)
     measure = getattr(value, "memory_usage", None)
     return size + (measure() if measure is not None else sys.getsizeof(value))

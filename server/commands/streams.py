@@ -606,6 +606,10 @@ def xinfo_stream(ctx, argv):
     else:
         info[b"entries"] = entries_reply(stream.range(0, MAX_ID, count or None))
         info[b"groups"] = full_groups_section(stream, count, ctx.server.config["stream-exact-lag"])
+    if stream.retention is not None and stream.retention.policy is not None:
+        from .retention import policy_fields  # a stream with a consumption-based retention policy
+
+        info.update(policy_fields(stream, b"retention-"))
     return info
 
 

@@ -1,0 +1,320 @@
+"""Consumption-based retention (Pravega PDP-47) for one stream: the policy, group roles, the truncation point.
+
+A stream with a CONSUMPTION policy keeps what its *subscriber* groups have not
+yet processed, never less than its MIN limit and never more than its MAX
+limit. Everything here is pure: the caller passes `now_ms`, gets back the
+truncation point and the counters to record, and trims the stream itself
+(the server propagates the trim as an exact `XTRIM key MINID = <id>`).
+
+Cuts are exclusive IDs: a cut `c` means "entries with ID < c may go".
+
+- A group's role is NONE (default: it holds nothing), AUTO (its release point
+  is its ack floor: the lowest ID it still has pending, else the entry after
+  its last-delivered-id) or MANUAL (`XGROUP RELEASE key group id` releases
+  every entry <= id; the point never moves back).
+- SLB, the subscribers' lower bound, is the lowest release point. With no
+  subscriber the stream behaves as Pravega's plain policy: it keeps its MIN
+  (everything older is consumed by definition) or, without a MIN, only MAX
+  trims it.
+- T = max(min(SLB, MIN cut), MAX cut): MIN moves the point back, MAX forward.
+  MAX wins over MIN (a stream never holds more than MAX).
+- Limits: LEN counts live entries; AGE compares the entry IDs' ms with now (an
+  entry is `now - ms` old: MIN-AGE m keeps ms >= now - m, MAX-AGE m drops
+  ms < now - m); BYTES is the stream's memory as MEMORY USAGE reports it
+  (Stream.memory_usage(): fixed part plus nodes), measured in whole nodes:
+  MIN-BYTES keeps the newest nodes until they and the fixed part reach the
+  limit; MAX-BYTES drops the oldest nodes whose keeping would exceed it.
+- Entries a group loses are counted in its `entries_lost`: removed entries it
+  had pending or not yet delivered (NONE, AUTO) or not yet released (MANUAL).
+  The stream's `entries_lost` counts removed entries some subscriber still held
+  (only MAX forces those).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from .rank import count_live
+from .stream import node_memory
+from .stream_id import MAX_ID
+
+NONE, AUTO, MANUAL = b"none", b"auto", b"manual"
+MODES = (NONE, AUTO, MANUAL)
+LIMIT_KINDS = (b"len", b"age", b"bytes")
+RUN_MAX_ENTRIES = 100_000  # entries one run removes at most (the rest at the next run)
+
+
+class GroupRole:
+    """A group's subscriber role; `group` is the ConsumerGroup it belongs to (a recreated group starts over)."""
+
+    __slots__ = ("group", "mode", "release", "entries_lost")
+
+    def __init__(self, group, mode: bytes = NONE, release: int = 0, entries_lost: int = 0) -> None:
+        self.group = group
+        self.mode = mode
+        self.release = release  # MANUAL: the last released ID (entries <= it may go)
+        self.entries_lost = entries_lost
+
+
+class Retention:
+    """A stream's policy (None when OFF), its group roles and its counters."""
+
+    __slots__ = ("policy", "roles", "entries_truncated", "entries_lost", "last_run")
+
+    def __init__(self) -> None:
+        self.policy: tuple[tuple[bytes, int] | None, tuple[bytes, int] | None] | None = None  # (min, max)
+        self.roles: dict[bytes, GroupRole] = {}
+        self.entries_truncated = 0
+        self.entries_lost = 0
+        self.last_run = 0
+
+    # -- roles ---------------------------------------------------------------
+
+    def role(self, stream, name: bytes) -> GroupRole | None:
+        """The role of the group called name, if the group still exists and has one."""
+        role = self.roles.get(name)
+        if role is None:
+            return None
+        if stream.groups.get(name) is not role.group:  # destroyed (and maybe recreated): forget it
+            del self.roles[name]
+            return None
+        return role
+
+    def role_for(self, stream, name: bytes, group) -> GroupRole:
+        role = self.role(stream, name)
+        if role is None:
+            role = self.roles[name] = GroupRole(group)
+        return role
+
+    def subscribers(self, stream) -> list[tuple[bytes, GroupRole]]:
+        return [(name, role) for name in list(self.roles) if (role := self.role(stream, name)) is not None and role.mode != NONE]
+
+    def is_empty(self) -> bool:
+        return self.policy is None and not self.roles and not (self.entries_truncated or self.entries_lost or self.last_run)
+
+
+def of(stream) -> Retention:
+    """The stream's Retention, created on first use."""
+    retention = stream.retention
+    if retention is None:
+        retention = stream.retention = Retention()
+    return retention
+
+
+def ack_floor(stream, group) -> int:
+    """An AUTO subscriber's release point: the lowest pending ID whose entry may still exist, else last-delivered + 1.
+
+    Pending entries below the stream's first entry were already removed (a
+    trim kept their PEL references): they hold nothing.
+    """
+    after = group.last_id + 1
+    pel = group.pel
+    if pel:
+        for entry_id in pel.irange(stream.first_id, group.last_id):
+            return entry_id
+    return after
+
+
+def release_point(stream, role: GroupRole) -> int:
+    if role.mode == MANUAL:
+        return role.release + 1
+    return ack_floor(stream, role.group)
+
+
+# -- counting entries ------------------------------------------------------------
+
+
+def _entry_at(stream, index: int) -> int:
+    """The ID of the live entry at index (0 = oldest) from the head."""
+    for node in stream.nodes:
+        if index < node.count:
+            return _node_ids(stream, node)[index]
+        index -= node.count
+    raise IndexError(index)
+
+
+def _node_ids(stream, node) -> list[int]:
+    from .stream import _decoded
+
+    return _decoded(node)[0]
+
+
+def count_below(stream, cut: int, cap: int = MAX_ID) -> tuple[int, int]:
+    """Live entries with ID < cut, counted from the head, and the cut lowered so that at most cap go."""
+    counted = 0
+    for node in stream.nodes:
+        if node.master_id >= cut:
+            break
+        if node.last_id < cut:
+            n = node.count
+        else:
+            n = bisect_left(_node_ids(stream, node), cut)
+        if counted + n > cap:
+            return cap, _node_ids(stream, node)[cap - counted]
+        counted += n
+        if n < node.count:
+            break
+    return counted, cut
+
+
+# -- the truncation point ---------------------------------------------------------
+
+
+def _len_cut(stream, keep: int) -> int:
+    """The cut that keeps the newest `keep` live entries."""
+    if len(stream) <= keep:
+        return 0
+    if keep == 0:
+        return stream.last_id + 1
+    return _entry_at(stream, len(stream) - keep)
+
+
+def _age_cut(now_ms: int, age: int) -> int:
+    """The cut below the entries at most `age` ms old (ms >= now - age)."""
+    ms = now_ms - age
+    return ms << 64 if ms > 0 else 0
+
+
+def _bytes_cut(stream, limit: int, keep_until_reached: bool, extra: int) -> int:
+    """Whole-node cuts by memory. MIN (keep_until_reached): keep the newest nodes until the fixed part plus
+    their sizes reach limit. MAX: keep the newest nodes while the fixed part plus their sizes stay within it."""
+    total = stream.fixed_memory() + extra
+    nodes = stream.nodes
+    for i in range(len(nodes) - 1, -1, -1):
+        total += node_memory(nodes[i])
+        if keep_until_reached and total >= limit:
+            return _first_live(stream, i)
+        if not keep_until_reached and total > limit:
+            return _first_live(stream, i + 1) if i + 1 < len(nodes) else stream.last_id + 1
+    return 0
+
+
+def _first_live(stream, i: int) -> int:
+    return _node_ids(stream, stream.nodes[i])[0]
+
+
+def limit_cut(stream, limit: tuple[bytes, int], now_ms: int, is_min: bool, extra_bytes: int = 0) -> int:
+    kind, value = limit
+    if kind == b"len":
+        return _len_cut(stream, value)
+    if kind == b"age":
+        return _age_cut(now_ms, value)
+    return _bytes_cut(stream, value, is_min, extra_bytes)
+
+
+class Plan:
+    """What one run decided: the cut, the group holding the head, the subscribers' lower bound."""
+
+    __slots__ = ("cut", "holder", "slb", "removed", "keep_from")
+
+    def __init__(self, cut: int, holder: bytes | None, slb: int | None, removed: int, keep_from: int | None) -> None:
+        self.cut, self.holder, self.slb, self.removed = cut, holder, slb, removed
+        self.keep_from = keep_from  # the first entry kept (None: none is), what the trim names as MINID
+
+
+def head_holder(stream, retention: Retention) -> tuple[bytes | None, int | None]:
+    """The subscriber with the lowest release point (the first by name on ties) and that point."""
+    holder, slb = None, None
+    for name, role in sorted(retention.subscribers(stream)):
+        point = release_point(stream, role)
+        if slb is None or point < slb:
+            holder, slb = name, point
+    return holder, slb
+
+
+def plan(stream, retention: Retention, now_ms: int, cap: int = RUN_MAX_ENTRIES, extra_bytes: int = 0) -> Plan | None:
+    """The truncation this run makes, or None when the policy is off or nothing goes.
+
+    extra_bytes: what MEMORY USAGE adds to the stream's own size (its key), for byte limits.
+    """
+    if retention.policy is None or not len(stream):
+        return None
+    minimum, maximum = retention.policy
+    holder, slb = head_holder(stream, retention)
+    if slb is not None:
+        cut = slb
+    else:
+        cut = MAX_ID + 1 if minimum is not None else 0
+    if minimum is not None:
+        if minimum[0] == b"len":
+            # MIN-LEN binds only when fewer than n entries lie at or after the cut; only then is the
+            # n-th newest entry looked for, from the head, among the entries the cut would remove.
+            kept = count_live(stream, cut, MAX_ID) if cut <= MAX_ID else 0
+            if kept < minimum[1]:
+                cut = min(cut, _len_cut(stream, minimum[1]))
+        else:
+            cut = min(cut, limit_cut(stream, minimum, now_ms, True, extra_bytes))
+    if maximum is not None:
+        cut = max(cut, limit_cut(stream, maximum, now_ms, False, extra_bytes))
+    if cut <= stream.first_id:
+        return None
+    removed, cut = count_below(stream, cut, cap)
+    if not removed:
+        return None
+    keep_from = _entry_at(stream, removed) if removed < len(stream) else None
+    return Plan(cut, holder, slb, removed, keep_from)
+
+
+def _count_after(stream, after: int, cut: int) -> int:
+    """Live entries with after < ID < cut (storage/rank.py's count, O(log n))."""
+    if cut <= after + 1:
+        return 0
+    return count_live(stream, after + 1, min(cut - 1, MAX_ID))
+
+
+def account(stream, retention: Retention, decided: Plan, now_ms: int) -> None:
+    """Record what the truncation at decided.cut costs each group, before the stream is trimmed."""
+    cut = decided.cut
+    lost_total = 0
+    if decided.slb is not None and cut > decided.slb:
+        lost_total = _count_after(stream, decided.slb - 1, cut)
+    for name, group in stream.groups.items():
+        role = retention.role(stream, name)
+        if role is not None and role.mode == MANUAL:
+            lost = _count_after(stream, role.release, cut)
+        else:
+            lost = _count_after(stream, group.last_id, cut)
+            if group.pel:
+                lost += sum(1 for _ in group.pel.irange(stream.first_id, min(cut - 1, group.last_id)))
+        if lost:
+            retention.role_for(stream, name, group).entries_lost += lost
+    retention.entries_truncated += decided.removed
+    retention.entries_lost += lost_total
+    retention.last_run = now_ms
+
+
+# -- snapshots -------------------------------------------------------------------
+
+
+def dump(stream) -> dict | None:
+    """The stream's retention state as an optional msgpack map (None: nothing to keep)."""
+    retention = stream.retention
+    if retention is None:
+        return None
+    for name in list(retention.roles):
+        retention.role(stream, name)  # drops the roles of destroyed groups
+    if retention.is_empty():
+        return None
+    out: dict = {"truncated": retention.entries_truncated, "lost": retention.entries_lost, "last_run": retention.last_run}
+    if retention.policy is not None:
+        out["policy"] = [list(limit) if limit is not None else None for limit in retention.policy]
+    out["roles"] = [[name, role.mode, role.release.to_bytes(16, "big"), role.entries_lost] for name, role in retention.roles.items()]
+    return out
+
+
+def load(stream, data: dict) -> None:
+    """The inverse of dump(), once the stream's groups are loaded."""
+    retention = of(stream)
+    retention.entries_truncated = int(data.get("truncated", 0))
+    retention.entries_lost = int(data.get("lost", 0))
+    retention.last_run = int(data.get("last_run", 0))
+    policy = data.get("policy")
+    if policy is not None:
+        retention.policy = tuple((bytes(limit[0]), int(limit[1])) if limit is not None else None for limit in policy)
+    for name, mode, release, lost in data.get("roles", ()):
+        group = stream.groups.get(name)
+        if group is None:
+            raise ValueError("a retention role names a missing group")
+        if mode not in MODES:
+            raise ValueError(f"unknown subscriber mode {mode!r}")
+        retention.roles[name] = GroupRole(group, bytes(mode), int.from_bytes(release, "big"), int(lost))
