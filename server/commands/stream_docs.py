@@ -50,3 +50,4 @@ HISTORY["xadd"] = [
     ("7.0.0", "Added support for the `<ms>-*` explicit ID form."),
     _POLICIES_ADDED,
 ]
+HISTORY["xread"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]

@@ -25,6 +25,7 @@ from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict
 from ..command import command
 from .args import help_reply, to_int
 from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp
+from .read_caps import MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, ReadCaps, check_count, parse_positive
 from .stream_args import (
     lookup_stream,
     parse_count,
@@ -444,10 +445,14 @@ def xsetid(ctx, argv):
 LAST_ENTRY = -1  # XREAD's `+`: resolved again each time the read is tried
 
 
-def _read(ctx, keys: list[bytes], after: list[int], count: int):
-    """Entries newer than after[i] in each stream; None when no stream has any."""
+def _read(ctx, keys: list[bytes], after: list[int], count: int, caps: ReadCaps | None = None):
+    """Entries newer than after[i] in each stream, within MAXCOUNT/MAXSIZE (caps); None when no stream has any."""
     found = []
+    if caps:
+        caps = caps.fresh()
     for key, gt in zip(keys, after, strict=True):
+        if caps and caps.spent:
+            break  # the remaining streams are skipped (Redis 8.10)
         value = read_stream(ctx, key)  # Redis looks every key up again to serve it: a second hit or miss
         if value is None:
             continue
@@ -457,7 +462,13 @@ def _read(ctx, keys: list[bytes], after: list[int], count: int):
         if gt == LAST_ENTRY:
             gt = last - 1
         if last > gt:
-            found.append((key, entries_reply(value.range(gt + 1, MAX_ID, count or None))))
+            if not caps:
+                found.append((key, entries_reply(value.range(gt + 1, MAX_ID, count or None))))
+                continue
+            entries = value.range(gt + 1, MAX_ID, caps.count(count) or None)
+            take = caps.fit(key, [(format_id(entry_id), fields) for entry_id, fields in entries])
+            if take:
+                found.append((key, entries_reply(entries[:take])))
     if not found:
         return None
     return streams_reply(ctx, found)
@@ -469,9 +480,10 @@ def _read(ctx, keys: list[bytes], after: list[int], count: int):
     complexity="For each stream mentioned: O(N) with N being the number of elements being returned, it means that XREAD-ing with a fixed COUNT is O(1). Note that when the BLOCK option is used, XADD will pay O(M) time in order to serve the M clients blocked on the stream getting new data.",
 )
 def xread(ctx, argv):
-    """XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"""
+    """XREAD [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"""
     timeout = -1
     count = 0
+    caps = ReadCaps()  # MAXCOUNT / MAXSIZE (Redis 8.10), see read_caps.py
     streams_arg = 0
     argc = len(argv)
     i = 1
@@ -484,6 +496,12 @@ def xread(ctx, argv):
         elif opt == b"count" and moreargs:
             i += 1
             count = parse_count(argv[i])
+        elif opt == b"maxcount" and moreargs:
+            i += 1
+            caps.maxcount = parse_positive(argv[i], MAXCOUNT_NOT_POSITIVE)
+        elif opt == b"maxsize" and moreargs:
+            i += 1
+            caps.maxsize = parse_positive(argv[i], MAXSIZE_NOT_POSITIVE)
         elif opt == b"streams" and moreargs:
             streams_arg = i + 1
             if (argc - streams_arg) % 2:
@@ -500,6 +518,7 @@ def xread(ctx, argv):
         i += 1
     if not streams_arg:
         raise ReplyError(SYNTAX)
+    check_count(count, caps.maxcount)
     nkeys = (argc - streams_arg) // 2
     keys = argv[streams_arg:streams_arg + nkeys]
     after: list[int] = []
@@ -514,7 +533,7 @@ def xread(ctx, argv):
             raise ReplyError("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
         else:
             after.append(parse_strict_id(arg))
-    reply = _read(ctx, keys, after, count)
+    reply = _read(ctx, keys, after, count, caps)
     if reply is not None:
         return reply
     if timeout == -1:
@@ -540,7 +559,7 @@ def xread(ctx, argv):
             return None
         for key in keys:  # the re-executed command's first pass over the keys
             read_stream(ctx, key)
-        return _read(ctx, keys, after, count)
+        return _read(ctx, keys, after, count, caps)
 
     return Block(list(keys), timeout, attempt, NULL_ARRAY)
 
