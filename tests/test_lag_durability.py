@@ -51,11 +51,15 @@ def lag_workload(client, seed: int) -> None:
     client.xgroup_create("s", "late", id=late[1])
 
 
+def as_map(reply) -> dict:
+    return dict(zip(reply[0::2], reply[1::2], strict=True)) if isinstance(reply, list) else dict(reply)
+
+
 def lag_picture(client) -> list:
     """XGROUPLAG without what depends on the clock or on the window (ages, lag-status)."""
     out = []
     for group in client.execute_command("XGROUPLAG", "s"):
-        fields = dict(zip(group[0::2], group[1::2], strict=True)) if isinstance(group, list) else dict(group)
+        fields = as_map(group)
         for name in (b"oldest-undelivered-ms", b"oldest-pending-idle-ms", b"lag-status"):
             fields.pop(name)
         out.append(fields)
@@ -80,6 +84,11 @@ def test_replica_aof_and_snapshot_hold_the_computed_counters(tmp_path) -> None:
         r.config_set("stream-exact-lag", "yes")
         assert state(r) == before
         assert lag_picture(r) == lags
+        # both commands are read-only: a replica answers them, the same as its primary
+        scans = [as_map(c.execute_command("XBACKLOG", "s", "late", "TIMEOUT", 1000)) for c in (client, r)]
+        for scan in scans:
+            scan.pop(b"elapsed-ms")
+        assert scans[0] == scans[1] and scans[0][b"entries"] == 3
     finally:
         replica.stop()
     kill9(primary)
