@@ -129,6 +129,7 @@ def state(client: redis.Redis, key: str):
     groups = []
     for group in full[b"groups"]:
         group = as_map(group)
+        group.pop(b"nacked-count", None)  # Redis 8.8's field (XNACK), newer than the oracle
         group[b"pending"] = [[e[0], e[1], e[3]] for e in group[b"pending"]]  # without the delivery time
         group[b"consumers"] = [
             (c[b"name"], c[b"pel-count"], [e[0] for e in c[b"pending"]]) for c in map(as_map, group[b"consumers"])
