@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from .consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, estimate_entries_read, lag
 from .rank import count_live_after
+from .stream_id import MAX_ID
 
 # Functions (stream, group) -> entries at or before the group's last-delivered-id that it has
 # not been given yet because key-ordered delivery holds them back (issue 22 registers one).
@@ -38,6 +39,17 @@ def held_back(stream, group: ConsumerGroup) -> int:
 def exact_lag(stream, group: ConsumerGroup) -> int:
     """Entries the group has not been given yet: live entries after last-delivered-id, plus held-back ones. Never None."""
     return count_live_after(stream, group.last_id) + held_back(stream, group)
+
+
+def first_undelivered_id(stream, group: ConsumerGroup) -> int | None:
+    """The ID of the first live entry after the group's last-delivered-id (its oldest undelivered), or None."""
+    if group.last_id >= MAX_ID:
+        return None
+    spans = stream.spans(group.last_id + 1, MAX_ID, 1)
+    if not spans:
+        return None
+    _node, ids, _rows, lo, _hi = spans[0]
+    return ids[lo]
 
 
 def exact_entries_read(stream, entry_id: int) -> int:

@@ -256,3 +256,23 @@ def test_lag_status_follows_the_group(c) -> None:
         status()
     assert c.execute_command("XGROUPLAG", "w", "g")[0][b"backlog"] == 0
     assert status() == b"OK"
+
+
+def test_held_back_entries_add_to_the_lag(monkeypatch) -> None:
+    """The hook for key-ordered groups (issue 22): registered counters add to every group's exact lag."""
+    from storage import lag as lag_module
+    from storage.consumer_group import ConsumerGroup
+    from storage.stream import Stream
+
+    monkeypatch.setattr(lag_module, "_HELD_BACK", [])
+    stream = Stream()
+    for ms in range(1, 11):
+        stream.add(ms, [b"f", b"v"])
+    group = ConsumerGroup(5 << 64)
+    assert lag_module.exact_lag(stream, group) == 5
+    lag_module.register_held_back(lambda s, g: 2 if g is group else 0)
+    lag_module.register_held_back(lambda s, g: 1)
+    assert lag_module.exact_lag(stream, group) == 8
+    assert lag_module.exact_lag(stream, ConsumerGroup(9 << 64)) == 2
+    assert lag_module.first_undelivered_id(stream, group) == 6 << 64
+    assert lag_module.first_undelivered_id(stream, ConsumerGroup(10 << 64)) is None

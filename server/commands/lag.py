@@ -20,7 +20,7 @@ from protocol.errors import SYNTAX, ReplyError, arg_text
 from protocol.reply import Map
 from storage.backlog import Filter, ack_floor, scan
 from storage.consumer_group import INVALID_ENTRIES_READ
-from storage.lag import exact_lag, group_entries_read
+from storage.lag import exact_lag, first_undelivered_id, group_entries_read
 from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..command import command
@@ -52,8 +52,8 @@ def group_lag_map(ctx, key: bytes, name: bytes, stream, group) -> Map:
     lag = exact_lag(stream, group)
     pending = len(group.pel)
     entries_read = group_entries_read(stream, group)
-    undelivered = stream.spans(group.last_id + 1, MAX_ID, 1) if group.last_id < MAX_ID else []
-    oldest_undelivered = max(now - (undelivered[0][1][undelivered[0][3]] >> 64), 0) if undelivered else 0
+    undelivered = first_undelivered_id(stream, group)
+    oldest_undelivered = max(now - (undelivered >> 64), 0) if undelivered is not None else 0
     oldest_idle = max(now - group.pel[group.pel.first()].delivery_time, 0) if pending else 0
     return Map(
         {
