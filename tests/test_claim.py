@@ -555,10 +555,13 @@ def test_command_info_and_docs(server):
     docs = {docs[i]: as_map(docs[i + 1]) for i in range(0, len(docs), 2)}
     assert docs[b"xnack"][b"since"] == b"8.8.0" and docs[b"xnack"][b"group"] == b"stream"
     arguments = [as_map(a) for a in docs[b"xnack"][b"arguments"]]
-    assert [(a[b"name"], a.get(b"token")) for a in arguments] == [
-        (b"key", None), (b"group", None), (b"silent", None), (b"numids", b"IDS"), (b"id", None),
-        (b"count", b"RETRYCOUNT"), (b"force", b"FORCE"),
+    assert [(a[b"name"], a[b"type"], a.get(b"token"), a.get(b"flags")) for a in arguments] == [
+        (b"key", b"key", None, None), (b"group", b"string", None, None), (b"mode", b"oneof", None, None),
+        (b"ids", b"block", b"IDS", None), (b"count", b"integer", b"RETRYCOUNT", [b"optional"]),
+        (b"force", b"pure-token", b"FORCE", [b"optional"]),
     ]  # fmt: skip
     assert [as_map(a)[b"token"] for a in arguments[2][b"arguments"]] == [b"SILENT", b"FAIL", b"FATAL"]
+    assert [as_map(a)[b"name"] for a in arguments[3][b"arguments"]] == [b"numids", b"id"]
+    assert [b"8.4.0", b"Added the `CLAIM` option."] in docs[b"xreadgroup"][b"history"]
     claim_arg = [as_map(a) for a in docs[b"xreadgroup"][b"arguments"] if as_map(a).get(b"token") == b"CLAIM"]
     assert claim_arg[0][b"name"] == b"min-idle-time" and claim_arg[0][b"flags"] == [b"optional"]

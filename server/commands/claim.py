@@ -25,11 +25,24 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, format_ids
 
 from ..command import command
+from ..syntax import DECLARED, HISTORY, Arg
 from .args import to_int
 from .groups import _nogroup, parse_id_fast, xclaim_effect
 from .stream_args import lookup_stream
 
 MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer"
+
+# COMMAND DOCS: XNACK's arguments with the names redis.io gives them; XREADGROUP's CLAIM in its history.
+DECLARED["xnack"] = [
+    Arg("key", "key"),
+    Arg("group", "string"),
+    Arg("mode", "oneof", arguments=[Arg(m.lower(), "pure-token", token=m, display=True) for m in ("SILENT", "FAIL", "FATAL")]),
+    Arg("ids", "block", token="IDS", arguments=[Arg("numids", "integer"), Arg("id", "string", flags=["multiple"])]),
+    Arg("count", "integer", token="RETRYCOUNT", flags=["optional"]),
+    Arg("force", "pure-token", token="FORCE", flags=["optional"], display=True),
+]
+HISTORY.setdefault("xreadgroup", []).append(("8.4.0", "Added the `CLAIM` option."))
+HISTORY["xreadgroup"].sort()
 
 
 def parse_min_idle(arg: bytes) -> int:

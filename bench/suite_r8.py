@@ -1,0 +1,16 @@
+"""Redis 8 stream features (issue 21): each feature's figures beside the way it replaces.
+
+The rows come from one module per feature, so each part of the issue adds its
+own: bench/r8_claim.py (XREADGROUP ... CLAIM against XAUTOCLAIM + XREADGROUP).
+"""
+
+from __future__ import annotations
+
+from .harness import Env, Row
+from .r8_claim import claim_rows
+
+SUITE = "r8"
+
+
+def run(env: Env) -> list[Row]:
+    return [*claim_rows(env, SUITE)]
