@@ -9,6 +9,7 @@ and measures its RESP bytes with its own encoder.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import redis
@@ -135,3 +136,113 @@ def test_random_caps_match_the_brute_force(c, seed):
         options = (["COUNT", count] if count else []) + (["MAXCOUNT", maxcount] if maxcount else []) + (["MAXSIZE", maxsize] if maxsize else [])
         got = c.execute_command("XREAD", *options, "STREAMS", *order, *[0] * len(order))
         assert got == expected_read(c, order, count, maxcount, maxsize), options
+
+
+# -- XREADGROUP --------------------------------------------------------------------------------
+
+
+def group_state(c, key: str) -> tuple:
+    info = c.execute_command("XINFO", "GROUPS", key)
+    info = [dict(zip(g[0::2], g[1::2], strict=True)) for g in info]
+    pending = c.execute_command("XPENDING", key, "g", "-", "+", 100)
+    return [(g[b"last-delivered-id"], g[b"entries-read"], g[b"pending"]) for g in info], [(p[0], p[1], p[3]) for p in pending]
+
+
+def test_xreadgroup_caps_deliver_nothing_beyond_them(c):
+    for key in ("s1", "s2"):
+        fill(c, key, 3)
+        c.execute_command("XGROUP", "CREATE", key, "g", "0")
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "alice", "COUNT", 2, "MAXCOUNT", 3, "STREAMS", "s1", "s2", ">", ">")
+    assert keys_and_counts(reply) == [(b"s1", 2), (b"s2", 1)]
+    # what was not sent is not pending and the group's cursor stays before it
+    assert group_state(c, "s1") == ([(b"2-0", 2, 2)], [(b"1-0", b"alice", 1), (b"2-0", b"alice", 1)])
+    assert group_state(c, "s2") == ([(b"1-0", 1, 1)], [(b"1-0", b"alice", 1)])
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s1", "s2", ">", ">")
+    assert keys_and_counts(reply) == [(b"s1", 1), (b"s2", 2)]  # the rest, to the next reader
+    # MAXSIZE: one entry at least, the next left for later
+    c.execute_command("XADD", "s1", "4-0", "f", b"x" * 500)
+    c.execute_command("XADD", "s1", "5-0", "f", b"y")
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "carol", "MAXSIZE", 20, "STREAMS", "s1", ">")
+    assert [entry[0] for entry in reply[0][1]] == [b"4-0"]
+    assert group_state(c, "s1")[0] == [(b"4-0", 4, 4)]
+    # history reads are capped too, and re-deliver (count) only what they send
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "alice", "MAXCOUNT", 1, "STREAMS", "s1", "s2", "0", "0")
+    assert keys_and_counts(reply) == [(b"s1", 1)]
+    assert group_state(c, "s1")[1][:2] == [(b"1-0", b"alice", 2), (b"2-0", b"alice", 1)]
+    assert group_state(c, "s2")[1][0] == (b"1-0", b"alice", 1)
+
+
+def test_xreadgroup_caps_errors(c):
+    fill(c, "s", 1)
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    for options, error in ERRORS:
+        with pytest.raises(redis.ResponseError) as exc:
+            c.execute_command("XREADGROUP", "GROUP", "g", "c", *options, "STREAMS", "s", ">")
+        assert str(exc.value) == error
+    assert group_state(c, "s") == ([(b"0-0", None, 0)], [])  # nothing read by the refused commands
+
+
+def test_xreadgroup_claim_counts_towards_the_caps(c):
+    """CLAIM's idle pending entries come first and share MAXCOUNT; one not taken keeps its owner and time."""
+    fill(c, "s", 4)
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    c.execute_command("XREADGROUP", "GROUP", "g", "alice", "COUNT", 2, "STREAMS", "s", ">")
+    time.sleep(0.01)  # claim order is longest idle first: the deliveries must fall in different milliseconds
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "bob", "MAXCOUNT", 1, "CLAIM", 0, "STREAMS", "s", ">")
+    assert [entry[0] for entry in reply[0][1]] == [b"1-0"]
+    assert group_state(c, "s")[1] == [(b"1-0", b"bob", 2), (b"2-0", b"alice", 1)]
+    time.sleep(0.01)
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "bob", "MAXCOUNT", 2, "CLAIM", 0, "STREAMS", "s", ">")
+    assert [entry[0] for entry in reply[0][1]] == [b"2-0", b"1-0"]  # 2-0 was left claimable, then 1-0 again
+    reply = c.execute_command("XREADGROUP", "GROUP", "g", "bob", "CLAIM", 100000, "STREAMS", "s", ">")
+    assert [entry[0] for entry in reply[0][1]] == [b"3-0", b"4-0"]
+
+
+def expected_group_read(c, keys: list[str], count: int, maxcount: int, maxsize: int):
+    """Brute force for `>`: each stream's entries after the group's cursor, cut as the caps cut them."""
+    served, taken, used = [], 0, 0
+    for key in keys:
+        last = dict(zip(*[iter(c.execute_command("XINFO", "GROUPS", key)[0])] * 2, strict=True))[b"last-delivered-id"]
+        reply = c.execute_command("XREAD", *(["COUNT", count] if count else []), "STREAMS", key, last)
+        if not reply:
+            continue
+        entries = reply[0][1]
+        kept = []
+        for entry in entries:
+            if maxcount and taken == maxcount:
+                break
+            if maxsize and used + size([[key.encode(), [*kept, entry]]]) > maxsize and taken:
+                break
+            kept.append(entry)
+            taken += 1
+        if kept:
+            used += size([[key.encode(), kept]])
+            served.append([key.encode(), kept])
+        if len(kept) < len(entries) or (maxcount and taken == maxcount):
+            break
+    return served or None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_group_reads_match_the_brute_force(c, seed):
+    rng = random.Random(seed)
+    keys = ["a", "b", "c"]
+    for key in keys:
+        c.execute_command("XGROUP", "CREATE", key, "g", "0", "MKSTREAM")
+    ms = 0
+    for _ in range(80):
+        for key in rng.sample(keys, rng.randint(0, 3)):
+            ms += 1
+            c.execute_command("XADD", key, f"{ms}-0", "f", b"v" * rng.choice([1, 30, 200]))
+        order = rng.sample(keys, rng.randint(1, 3))
+        count = rng.choice([0, 1, 2])
+        maxcount = rng.choice([0, max(count, 1), 3])
+        maxsize = rng.choice([0, 0, 1, 90, 300])
+        options = (["COUNT", count] if count else []) + (["MAXCOUNT", maxcount] if maxcount else []) + (["MAXSIZE", maxsize] if maxsize else [])
+        expected = expected_group_read(c, order, count, maxcount, maxsize)
+        before = {key: group_state(c, key)[1] for key in keys}
+        got = c.execute_command("XREADGROUP", "GROUP", "g", "c1", *options, "STREAMS", *order, *[">"] * len(order))
+        assert got == expected, options
+        for key in keys:  # exactly the entries sent became pending
+            sent = [entry[0] for k, entries in (got or []) if k == key.encode() for entry in entries]
+            assert [p[0] for p in group_state(c, key)[1]] == [p[0] for p in before[key]] + sent

@@ -1,9 +1,10 @@
-"""The effects of policy trims, XDELEX and XACKDEL replay into exactly the same state.
+"""The effects of policy trims, XDELEX, XACKDEL and capped reads replay into exactly the same state.
 
 Random workloads (tests/test_group_effects.py's, with XADD/XTRIM under every
-policy, exact and `~` with LIMIT, XDELEX and XACKDEL mixed in, small nodes) run
-in-process; their propagated effects are applied to a fresh server through a
-LoadingClient and the two are compared: test_group_effects.dump()'s entries,
+policy, exact and `~` with LIMIT, XDELEX, XACKDEL and XREADGROUP with MAXCOUNT/
+MAXSIZE, CLAIM too, mixed in, small nodes) run in-process; their propagated
+effects are applied to a fresh server through a LoadingClient and the two are
+compared: test_group_effects.dump()'s entries,
 counters, groups, PELs and consumers, plus the node layout (first IDs, live
 and deleted counts), which later `~` trims and XINFO's radix-tree figures
 depend on. The persistence and replication of the same workloads through real
@@ -57,12 +58,18 @@ class Workload(GroupWorkload):
         strategy = ["MAXLEN", rng.randint(0, 8)] if rng.random() < 0.5 else ["MINID", self.near_id(key)]
         mode = rng.choice([["="], ["~"], ["~"], []])
         limit = ["LIMIT", rng.randint(1, 9)] if mode == ["~"] and rng.random() < 0.4 else []
-        policy = [rng.choice(POLICIES)] if rng.random() < 0.9 else []
+        policy = [rng.choice([*POLICIES, "ACKED"])] if rng.random() < 0.9 else []
         return [strategy[0], *mode, strategy[1], *limit, *policy]
 
     def step(self) -> None:
         rng = self.rng
         roll = rng.random()
+        if 0.45 < roll < 0.55:  # MAXCOUNT / MAXSIZE reads (Redis 8.10): only what was sent is delivered
+            caps = rng.choice([["MAXCOUNT", rng.randint(1, 3)], ["MAXSIZE", rng.choice([1, 60, 150])], ["MAXCOUNT", 2, "MAXSIZE", 90]])
+            claim = ["CLAIM", rng.choice([0, 5, 1000])] if rng.random() < 0.3 else []
+            start = ">" if rng.random() < 0.8 else "0"
+            self.run("XREADGROUP", "GROUP", rng.choice(GROUPS), rng.choice(CONSUMERS), *caps, *claim, "STREAMS", *KEYS, start, start)
+            return
         if roll > 0.45:
             super().step()
             return

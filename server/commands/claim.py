@@ -64,6 +64,7 @@ def read_claim(
     now: int,
     key: bytes,
     effects: list,
+    caps=None,
 ) -> list | None:
     """Serve `>` with CLAIM: claimable pending entries, then new ones, sharing count (0: no limit).
 
@@ -82,6 +83,10 @@ def read_claim(
                 continue
             idle = now - pending.delivery_time if pending.consumer is not None else -1
             before = pending.delivery_count
+            if caps and not caps.admit(format_id(entry_id), fields, _claim_bytes(idle, before)):
+                if pending.consumer is not None:  # its timeline record was taken: put it back, unchanged
+                    group.retime(entry_id, pending, pending.delivery_time)
+                break  # MAXCOUNT/MAXSIZE (Redis 8.10): neither sent nor claimed
             pending = group.transfer(entry_id, pending, consumer)
             pending.delivery_count = next_count(before)
             group.retime(entry_id, pending, now)
@@ -93,6 +98,13 @@ def read_claim(
     room = None if limit is None else limit - len(reply)
     if room is None or room > 0:
         new = stream.range(group.last_id + 1, MAX_ID, room)
+        if caps and new:
+            fitting = 0
+            for entry_id, fields in new:
+                if not caps.admit(format_id(entry_id), fields, _claim_bytes(0, 0)):
+                    break
+                fitting += 1
+            new = new[:fitting]
         if new:
             delivered = [entry_id for entry_id, _fields in new]
             group.advance_many(stream, delivered)
@@ -107,6 +119,11 @@ def read_claim(
             effects.append([b"XGROUP", b"SETID", key, group_name, wire_ids[-1], b"ENTRIESREAD", b"%d" % group.entries_read])
             reply += [[wire_id, fields, 0, 0] for wire_id, (_entry_id, fields) in zip(wire_ids, new, strict=True)]
     return reply or None
+
+
+def _claim_bytes(idle: int, count: int) -> int:
+    """What a CLAIM reply entry adds to [id, fields]: its idle time and delivery count (MAXSIZE measures them)."""
+    return len(b":%d\r\n" % idle) + len(b":%d\r\n" % count)
 
 
 def can_serve(stream: Stream, group, min_idle: int, now: int) -> bool:

@@ -27,12 +27,13 @@ from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
 from storage.claim import nacked_count, next_count
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry
 from storage.lag import exact_entries_read, xinfo_lag
-from storage.stream import Stream
+from storage.stream import Stream, expand_rows
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_strict_id
 
 from ..blocking import Block
 from ..command import command, container
 from .args import LLONG_MAX, help_reply, to_int
+from .read_caps import MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, ReadCaps, check_count, parse_positive
 from .stream_args import (
     lookup_stream,
     parse_count,
@@ -307,13 +308,14 @@ def xgroup_help(ctx, argv):
 class ReadGroupRequest:
     """A parsed XREADGROUP: what to read, for whom, how much, how long to wait."""
 
-    __slots__ = ("group", "consumer", "count", "noack", "timeout", "keys", "ids", "claim")
+    __slots__ = ("group", "consumer", "count", "noack", "timeout", "keys", "ids", "claim", "caps")
 
     def __init__(self, ctx, argv: list[bytes]) -> None:
         argc = len(argv)
         self.noack = False
         self.timeout: int | None = None
         self.claim: int | None = None  # CLAIM min-idle-time (Redis 8.4), see claim.py
+        self.caps = ReadCaps()  # MAXCOUNT / MAXSIZE (Redis 8.10), see read_caps.py
         if argc == 9 and argv[1].upper() == b"GROUP" and argv[4].upper() == b"COUNT" and argv[6].upper() == b"STREAMS":
             # The usual shape, `GROUP g c COUNT n STREAMS key id`: what the loop below would make of it.
             self.group, self.consumer = argv[2], argv[3]
@@ -334,6 +336,12 @@ class ReadGroupRequest:
             elif option == b"COUNT" and more:
                 i += 1
                 self.count = parse_count(argv[i])
+            elif option == b"MAXCOUNT" and more:
+                i += 1
+                self.caps.maxcount = parse_positive(argv[i], MAXCOUNT_NOT_POSITIVE)
+            elif option == b"MAXSIZE" and more:
+                i += 1
+                self.caps.maxsize = parse_positive(argv[i], MAXSIZE_NOT_POSITIVE)
             elif option == b"STREAMS" and more:
                 streams_arg = i + 1
                 if (argc - streams_arg) % 2:
@@ -358,6 +366,7 @@ class ReadGroupRequest:
             raise ReplyError(SYNTAX)
         if self.group is None:
             raise ReplyError("ERR Missing GROUP option for XREADGROUP")
+        check_count(self.count, self.caps.maxcount)
         half = (argc - streams_arg) // 2
         self.keys = argv[streams_arg : streams_arg + half]
         self.ids = argv[streams_arg + half :]
@@ -396,31 +405,46 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
     """Serve what can be served now; every touched consumer is created/seen as Redis does."""
     now = ctx.server.now
     served = []
+    caps = request.caps.fresh() if request.caps else None
+    count = request.count
     for key, stream, group, start in resolved:
         consumer, _created = group.consumer(request.consumer, now)
         consumer.seen_time = now
+        if caps:
+            if caps.spent:  # MAXCOUNT/MAXSIZE reached: the remaining streams are skipped (their consumers still seen)
+                effects.append(consumer_effect(key, request.group, consumer))
+                continue
+            count = caps.count(request.count)
+            caps.begin(key)
         if start is not None:
-            served.append((key, _read_history(stream, group, consumer, start, request.count, now, key, request.group, effects)))
+            history = _read_history(stream, group, consumer, start, count, now, key, request.group, effects, caps)
+            if history is not None:
+                served.append((key, history))
         elif request.claim is not None:
             from .claim import read_claim
 
-            entries = read_claim(stream, group, consumer, request.group, request.count, request.noack, request.claim, now, key, effects)
+            entries = read_claim(stream, group, consumer, request.group, count, request.noack, request.claim, now, key, effects, caps)
             if entries is not None:
                 served.append((key, entries))
         else:
-            entries = _read_new(stream, group, consumer, request.group, request.count, request.noack, now, key, effects)
+            entries = _read_new(stream, group, consumer, request.group, count, request.noack, now, key, effects, caps)
             if entries is not None:
                 served.append((key, entries))
         effects.append(consumer_effect(key, request.group, consumer))
     return served
 
 
-def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes, count: int, noack: bool, now: int, key: bytes, effects: list) -> Entries | None:
+def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes, count: int, noack: bool, now: int, key: bytes, effects: list, caps: ReadCaps | None = None) -> Entries | None:
     """Deliver entries after the group's last ID (`>`): the group advances, the PEL grows unless NOACK.
 
-    None (and no change) when there is nothing new, i.e. when _has_new() is false.
+    None (and no change) when there is nothing new, i.e. when _has_new() is false, or
+    when MAXCOUNT/MAXSIZE (caps) take none of it: entries beyond them are not delivered.
     """
     spans = stream.spans(group.last_id + 1, MAX_ID, count or None)
+    if caps and spans:
+        fitting = _fit_spans(caps, spans)
+        if fitting < sum(hi - lo for _node, _ids, _rows, lo, hi in spans):
+            spans = stream.spans(group.last_id + 1, MAX_ID, fitting) if fitting else []
     if not spans:
         return None
     if len(spans) == 1:
@@ -446,11 +470,34 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
     return reply
 
 
-def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, count: int, now: int, key: bytes, group_name: bytes, effects: list) -> list:
-    """Re-deliver the consumer's own pending entries after `after`; deleted ones come back with nil bodies."""
+def _fit_spans(caps: ReadCaps, spans) -> int:
+    """How many of the entries in spans (stream.spans()'s) MAXCOUNT/MAXSIZE take, counted."""
+    taken = 0
+    for node, ids, rows, lo, hi in spans:
+        bodies = expand_rows(node.fields, rows[lo:hi]) if caps.maxsize else [None] * (hi - lo)
+        for entry_id, fields in zip(ids[lo:hi], bodies, strict=True):
+            if not caps.admit(format_id(entry_id), fields):
+                return taken
+            taken += 1
+    return taken
+
+
+def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, count: int, now: int, key: bytes, group_name: bytes, effects: list, caps: ReadCaps | None = None) -> list | None:
+    """Re-deliver the consumer's own pending entries after `after`; deleted ones come back with nil bodies.
+
+    With MAXCOUNT/MAXSIZE (caps) only the entries they take are re-delivered; None when
+    they take none of several (the stream is left out, as a skipped one).
+    """
     start = after + 1 if after < MAX_ID else 0  # Redis's streamIncrID wraps the last ID to 0-0
     reply = Entries()
-    for entry_id in islice(consumer.pel.irange(minimum=start), count or None):
+    chosen = list(islice(consumer.pel.irange(minimum=start), count or None))
+    if caps:
+        bodies = [(entry_id, stream.get(entry_id)) for entry_id in chosen]
+        taken = caps.fit_more([(format_id(entry_id), fields) for entry_id, fields in bodies])
+        if chosen and not taken:
+            return None
+        chosen = chosen[:taken]
+    for entry_id in chosen:
         fields = stream.get(entry_id)
         if fields is None:
             reply.append([format_id(entry_id), NULL_ARRAY])
@@ -469,7 +516,7 @@ def _read_history(stream: Stream, group: ConsumerGroup, consumer, after: int, co
     since="5.0.0", complexity="For each stream mentioned: O(M) with M being the number of elements returned.",
 )  # fmt: skip
 def xreadgroup(ctx, argv):
-    """XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
+    """XREADGROUP GROUP group consumer [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] id [id ...] -> entries per stream, or nil."""
     request = ReadGroupRequest(ctx, argv)
     resolved = request.resolve(ctx)
     ctx.server.keyspace_hits += len(resolved)  # Redis looks each key up again to serve it

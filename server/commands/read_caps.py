@@ -54,29 +54,26 @@ def entry_size(entry_id: bytes, fields: list[bytes] | None) -> int:
     return 4 + _bulk(len(entry_id)) + len(b"*%d\r\n" % len(fields)) + sum(_bulk(len(f)) for f in fields)
 
 
-def stream_overhead(key: bytes, entries: int) -> int:
-    """The bytes around one stream's entries: `*2`, the key, the entries' array header."""
-    return 4 + _bulk(len(key)) + len(b"*%d\r\n" % entries)
-
-
 class ReadCaps:
-    """The budget of one read; spent stream by stream, in the order the streams are served."""
+    """The budget of one read; spent stream by stream (begin), entry by entry (admit), in serving order."""
 
-    __slots__ = ("maxcount", "maxsize", "entries", "bytes", "spent")
+    __slots__ = ("maxcount", "maxsize", "entries", "bytes", "spent", "_key_bytes", "_in_stream")
 
     def __init__(self, maxcount: int = 0, maxsize: int = 0) -> None:
         self.maxcount = maxcount  # 0: no cap
         self.maxsize = maxsize
-        self.entries = 0
-        self.bytes = 0
-        self.spent = False
+        self.entries = 0  # taken so far, all streams
+        self.bytes = 0  # their measured size
+        self.spent = False  # nothing more is taken: the remaining streams are skipped
+        self._key_bytes = 0
+        self._in_stream = 0
 
     def __bool__(self) -> bool:
         """Whether the read has caps at all (the usual read has none and skips this bookkeeping)."""
         return bool(self.maxcount or self.maxsize)
 
     def fresh(self) -> ReadCaps:
-        """The same caps with nothing spent: a blocked read re-run when woken."""
+        """The same caps with nothing spent: each run of a read (a blocked one re-runs when woken)."""
         return ReadCaps(self.maxcount, self.maxsize)
 
     def count(self, count: int) -> int:
@@ -86,25 +83,40 @@ class ReadCaps:
         left = self.maxcount - self.entries
         return left if not count or count > left else count
 
-    def fit(self, key: bytes, entries: list[tuple[bytes, list[bytes] | None]]) -> int:
-        """How many of a stream's next entries the budget takes (a prefix); spends it."""
+    def begin(self, key: bytes) -> None:
+        """The next stream of the reply starts (its framing counts once it has an entry)."""
+        self._key_bytes = 4 + _bulk(len(key))
+        self._in_stream = 0
+
+    def admit(self, entry_id: bytes, fields: list[bytes] | None, extra: int = 0) -> bool:
+        """Whether the stream's next entry fits (counted if so); `extra`: bytes beyond [id, fields] (CLAIM's)."""
         if self.spent:
-            return 0
-        take = len(entries)
-        if self.maxcount:
-            take = min(take, self.maxcount - self.entries)
-        if self.maxsize and take:
-            sizes = [entry_size(entry_id, fields) for entry_id, fields in entries[:take]]
-            total = self.bytes
-            fitted = 0
-            for size in sizes:
-                if total + stream_overhead(key, fitted + 1) + size > self.maxsize and (self.entries or fitted):
-                    break  # over the budget, and something was taken already
-                total += size
-                fitted += 1
-            take = fitted
-            self.bytes = total + stream_overhead(key, take)
-        if take < len(entries) or (self.maxcount and self.entries + take >= self.maxcount):
+            return False
+        if self.maxsize:
+            n = self._in_stream
+            frame = self._key_bytes + len(b"*%d\r\n" % (n + 1))
+            before = self._key_bytes + len(b"*%d\r\n" % n) if n else 0
+            grown = self.bytes - before + frame + entry_size(entry_id, fields) + extra
+            if grown > self.maxsize and self.entries:  # over budget, and something was taken already
+                self.spent = True
+                return False
+            self.bytes = grown
+        self.entries += 1
+        self._in_stream += 1
+        if self.maxcount and self.entries >= self.maxcount:
             self.spent = True
-        self.entries += take
-        return take
+        return True
+
+    def fit(self, key: bytes, entries: list[tuple[bytes, list[bytes] | None]]) -> int:
+        """How many of a new stream's entries fit (a prefix), counted."""
+        self.begin(key)
+        return self.fit_more(entries)
+
+    def fit_more(self, entries: list[tuple[bytes, list[bytes] | None]]) -> int:
+        """How many more entries of the current stream fit (a prefix), counted."""
+        taken = 0
+        for entry_id, fields in entries:
+            if not self.admit(entry_id, fields):
+                break
+            taken += 1
+        return taken

@@ -51,3 +51,4 @@ HISTORY["xadd"] = [
     _POLICIES_ADDED,
 ]
 HISTORY["xread"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
+HISTORY["xreadgroup"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
