@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,27 @@ def test_spark_source_group_lag_helper(r2, server, oracle_server) -> None:
     assert group_lag(r2, "orders", "g") == 6
     assert group_lag(r2, "orders", "nope") is None
     assert group_lag(redis_client, "orders", "g") is None
+
+
+def test_watch_on_a_terminal_draws_the_rich_table(r2, server) -> None:
+    """On a TTY --watch redraws a rich live table (run under script(1), which gives it a pseudo-terminal)."""
+    import shlex
+    import shutil
+
+    if shutil.which("script") is None:
+        pytest.skip("script(1) is not installed")
+    fill(r2)
+    command = shlex.join([sys.executable, "-m", "tools.lag", "--url", f"redis://127.0.0.1:{server.port}/0", "--watch", "0.05", "--count", "2", "orders"])
+    done = subprocess.run(["script", "-qec", command, "/dev/null"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "150", "TERM": "xterm"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "XGROUPLAG (exact)" in done.stdout and "orders" in done.stdout and "OK" in done.stdout
+
+
+def test_console_script_is_declared() -> None:
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, name = scripts["millrace-lag"].partition(":")
+    assert getattr(importlib.import_module(module), name) is not None
