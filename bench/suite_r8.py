@@ -1,16 +1,18 @@
 """Redis 8 stream features (issue 21): each feature's figures beside the way it replaces.
 
 The rows come from one module per feature, so each part of the issue adds its
-own: bench/r8_claim.py (XREADGROUP ... CLAIM against XAUTOCLAIM + XREADGROUP).
+own: bench/r8_claim.py (XREADGROUP ... CLAIM against XAUTOCLAIM + XREADGROUP),
+bench/r8_ackdel.py (XACKDEL against XACK + XDEL, beside Redis 8.2.3).
 """
 
 from __future__ import annotations
 
 from .harness import Env, Row
+from .r8_ackdel import ackdel_rows
 from .r8_claim import claim_rows
 
 SUITE = "r8"
 
 
 def run(env: Env) -> list[Row]:
-    return [*claim_rows(env, SUITE)]
+    return [*claim_rows(env, SUITE), *ackdel_rows(env, SUITE)]

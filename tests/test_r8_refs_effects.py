@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.reply import Error
+from protocol.reply import NULL_ARRAY, Error
 from server.client import LoadingClient
 from server.server import Server
 from storage.stream import Stream
@@ -163,3 +163,23 @@ def test_xackdel_effects_are_the_acks_and_deletes_that_happened():
     assert work.batches == [[[b"XDEL", b"s", b"4-0"]]]
     assert work.run("XDELEX", "s", "IDS", "1", "4-0") == [-1]
     assert work.batches == [[[b"XDEL", b"s", b"4-0"]]]  # nothing more propagated
+
+
+def test_xreadgroup_propagates_a_new_consumer_even_when_nothing_is_delivered():
+    """Redis 8.6.4 (#14963): a consumer XREADGROUP creates reaches the AOF and replicas even when
+    nothing is delivered (nothing new, or NOACK, or a MAXCOUNT that skipped its stream)."""
+    work = Workload(0)
+    work.run("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    work.run("XGROUP", "CREATE", "s2", "g", "$", "MKSTREAM")
+    start = len(work.batches)
+    assert work.run("XREADGROUP", "GROUP", "g", "idle", "STREAMS", "s", ">") is NULL_ARRAY
+    work.run("XADD", "s", "1-0", "f", "v")
+    work.run("XADD", "s2", "1-0", "f", "v")
+    work.run("XREADGROUP", "GROUP", "g", "quiet", "NOACK", "STREAMS", "s", ">")
+    work.run("XREADGROUP", "GROUP", "g", "capped", "MAXCOUNT", "1", "STREAMS", "s2", "s", ">", ">")
+    created = [argv[4] for batch in work.batches[start:] for argv in batch if argv[:2] == [b"XGROUP", b"CREATECONSUMER"]]
+    assert created.count(b"idle") == 1 and created.count(b"quiet") == 1 and created.count(b"capped") == 2
+    fresh = replay(work.batches, work.server.now, transactions=True)
+    groups = {key: fresh.keyspace.dbs[0].data[key].groups[b"g"] for key in (b"s", b"s2")}
+    assert set(groups[b"s"].consumers) == {b"idle", b"quiet", b"capped"} and set(groups[b"s2"].consumers) == {b"capped"}
+    assert dump(fresh) == dump(work.server)

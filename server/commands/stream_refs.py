@@ -15,7 +15,7 @@ from __future__ import annotations
 from protocol.errors import SYNTAX, ReplyError
 from storage.refs import ACKED, DELREF, KEEPREF, POLICIES, References, TrimOutcome, delete_entries, drop_references
 from storage.stream import Stream
-from storage.stream_id import format_id, parse_strict_id
+from storage.stream_id import format_id
 
 from ..command import command
 from .args import to_int
@@ -57,6 +57,13 @@ def parse_policy_ids(argv: list[bytes], start: int) -> tuple[bytes, list[bytes]]
     if ids is None:
         raise ReplyError(SYNTAX)
     return policy or KEEPREF, ids
+
+
+def _parse_ids(args: list[bytes]) -> list[int]:
+    """The IDs, parsed as XACK parses them (a memo of the IDs recently delivered: acks send them back)."""
+    from .groups import _delivered_ids  # groups.py imports streams.py, which imports this module
+
+    return _delivered_ids.parse(args)
 
 
 def _xack(key: bytes, group: bytes, entry_ids: list[int]) -> list[bytes]:
@@ -115,7 +122,7 @@ def xdelex(ctx, argv):
     policy, id_args = parse_policy_ids(argv, 2)
     if stream is None:
         return [-1] * len(id_args), []
-    entry_ids = [parse_strict_id(arg) for arg in id_args]
+    entry_ids = _parse_ids(id_args)
     effects: list = []
     removed, kept = _apply(stream, argv[1], policy, entry_ids, effects)
     return _codes(entry_ids, removed, kept, None), effects
@@ -133,7 +140,7 @@ def xackdel(ctx, argv):
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
         return [-1] * len(id_args), []
-    entry_ids = [parse_strict_id(arg) for arg in id_args]
+    entry_ids = _parse_ids(id_args)
     acked = group.ack_many(entry_ids)
     done = [entry_id for entry_id, ok in zip(entry_ids, acked, strict=True) if ok]
     effects: list = []
