@@ -148,9 +148,19 @@ class PendingList:
         return order[-1]
 
     def irange(self, minimum: int = 0, maximum: int = MAX_ID):
-        """Pending IDs with minimum <= id <= maximum, in order (the PEL must not change meanwhile)."""
+        """Pending IDs with minimum <= id <= maximum, in order (the PEL must not change meanwhile).
+
+        A range from the head first drops the stale IDs there (as first() does),
+        so scans from the start (XAUTOCLAIM 0-0 after acks) do not walk them again.
+        """
         order, entries = self.order, self.entries
-        for i in range(bisect_left(order, minimum, self.head), len(order)):
+        start = bisect_left(order, minimum, self.head)
+        if start == self.head and entries:
+            while order[start] not in entries:
+                start += 1
+                self.stale -= 1
+            self.head = start
+        for i in range(start, len(order)):
             entry_id = order[i]
             if entry_id > maximum:
                 return

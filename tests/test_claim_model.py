@@ -187,3 +187,21 @@ def test_claim_order_matches_the_brute_force_model(seed):
     for _ in range(300):
         model.step()
     assert model.claims > 40 and model.claimed_nacked > 0
+
+
+def test_a_scan_from_the_head_forgets_the_acknowledged_ids_there():
+    """XAUTOCLAIM 0-0 after acks from the head (the bench's two-command way) must not walk them on every call."""
+    from itertools import islice
+
+    from storage.consumer_group import PendingEntry, PendingList
+
+    pel = PendingList()
+    for entry_id in range(1, 1001):
+        pel[entry_id] = PendingEntry(None, 0)
+    for entry_id in range(1, 101):
+        pel.pop(entry_id)
+    assert (pel.head, pel.stale) == (0, 100)  # not compacted yet: fewer stale than live
+    assert list(islice(pel.irange(0), 3)) == [101, 102, 103]
+    assert (pel.head, pel.stale) == (100, 0)
+    assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
+    assert list(islice(pel.irange(50), 2)) == [101, 102] and list(pel.irange(990)) == list(range(990, 1001))
