@@ -202,3 +202,49 @@ def test_command_info_matches_redis(pair):
     ours, oracle = pair
     for name in ("xdelex", "xackdel"):
         assert ours.execute_command("COMMAND", "INFO", name) == oracle.execute_command("COMMAND", "INFO", name)
+
+
+EVENT_SCRIPT = [
+    ["XADD", "s", "1-0", "f", "v"], ["XADD", "s", "2-0", "f", "v"], ["XADD", "s", "3-0", "f", "v"],
+    ["XADD", "s", "4-0", "f", "v"], ["XGROUP", "CREATE", "s", "g", "0"],
+    ["XREADGROUP", "GROUP", "g", "c", "COUNT", "3", "STREAMS", "s", ">"],
+    ["XDELEX", "s", "IDS", "1", "1-0"], ["XDELEX", "s", "IDS", "1", "99-0"], ["XDELEX", "s", "ACKED", "IDS", "1", "2-0"],
+    ["XACKDEL", "s", "g", "IDS", "1", "2-0"], ["XACKDEL", "s", "g", "ACKED", "IDS", "1", "3-0"],
+    ["XACKDEL", "s", "g", "IDS", "1", "99-0"], ["XACKDEL", "s", "nogroup", "IDS", "1", "4-0"],
+    ["XTRIM", "s", "MAXLEN", "=", "0", "ACKED"], ["XADD", "s", "ACKED", "MAXLEN", "=", "0", "5-0", "f", "v"],
+    ["XDELEX", "s", "DELREF", "IDS", "1", "4-0"], ["XTRIM", "s", "MAXLEN", "=", "0", "DELREF"],
+    ["XDELEX", "nokey", "IDS", "1", "1-0"],
+]  # fmt: skip
+
+
+def events(client: redis.Redis, commands: list[list[str]]) -> list[tuple]:
+    """Each command with the keyspace/keyevent messages it published (a subscriber on another connection)."""
+    client.config_set("notify-keyspace-events", "KEA")
+    listener = client.pubsub()
+    listener.psubscribe("__key*@*__:*")
+    assert listener.get_message(timeout=2)["type"] == "psubscribe"
+    out = []
+    try:
+        for command in commands:
+            run(client, command)
+            client.publish("__keyevent@99__:marker", "end")  # published after the command's messages
+            messages = []
+            while (message := listener.get_message(timeout=5)) is not None:
+                if message["type"] != "pmessage":
+                    continue
+                if message["channel"] == b"__keyevent@99__:marker":
+                    break
+                messages.append((message["channel"], message["data"]))
+            out.append((command, messages))
+    finally:
+        client.config_set("notify-keyspace-events", "")
+        listener.close()
+    return out
+
+
+def test_keyspace_events_match_redis(pair):
+    """XDELEX and XACKDEL publish `xdel` when entries went, nothing otherwise; policy trims `xtrim` as before."""
+    ours, oracle = pair
+    got, expected = events(ours, EVENT_SCRIPT), events(oracle, EVENT_SCRIPT)
+    assert got == expected
+    assert any(b"xdel" in channel for _, messages in got for channel, _ in messages if b"keyevent" in channel)
