@@ -246,3 +246,36 @@ def test_random_group_reads_match_the_brute_force(c, seed):
         for key in keys:  # exactly the entries sent became pending
             sent = [entry[0] for k, entries in (got or []) if k == key.encode() for entry in entries]
             assert [p[0] for p in group_state(c, key)[1]] == [p[0] for p in before[key]] + sent
+
+
+def test_a_blocked_read_is_capped_when_served(server, c):
+    """MAXCOUNT applies to what a blocked XREAD/XREADGROUP gets when woken (two entries arrive at once)."""
+    import threading
+
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    results = {}
+
+    def block(name, *argv):
+        client = raw(server.client(protocol=2))
+        client.response_callbacks.pop(argv[0], None)
+        results[name] = client.execute_command(*argv)
+        client.close()
+
+    threads = [
+        threading.Thread(target=block, args=("xread", "XREAD", "MAXCOUNT", 1, "BLOCK", 5000, "STREAMS", "s", "$")),
+        threading.Thread(target=block, args=("group", "XREADGROUP", "GROUP", "g", "c", "MAXCOUNT", 1, "BLOCK", 5000, "STREAMS", "s", ">")),
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while c.info("clients")["blocked_clients"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with c.pipeline(transaction=True) as pipe:
+        pipe.execute_command("XADD", "s", "1-0", "f", "v")
+        pipe.execute_command("XADD", "s", "2-0", "f", "v")
+        pipe.execute()
+    for thread in threads:
+        thread.join(10)
+    assert keys_and_counts(results["xread"]) == [(b"s", 1)]
+    assert keys_and_counts(results["group"]) == [(b"s", 1)]
+    assert group_state(c, "s") == ([(b"1-0", 1, 1)], [(b"1-0", b"c", 1)])  # the second entry is still to deliver
