@@ -279,3 +279,17 @@ def test_a_blocked_read_is_capped_when_served(server, c):
     assert keys_and_counts(results["xread"]) == [(b"s", 1)]
     assert keys_and_counts(results["group"]) == [(b"s", 1)]
     assert group_state(c, "s") == ([(b"1-0", 1, 1)], [(b"1-0", b"c", 1)])  # the second entry is still to deliver
+
+
+def test_resp3_gets_the_same_entries_as_a_map(server, c):
+    """The reply keeps its shape (a map in RESP3) and the caps take the same entries in both protocols."""
+    for key in ("s1", "s2"):
+        fill(c, key, 3, value=b"z" * 30)
+    three = server.client(protocol=3)
+    three.response_callbacks.pop("XREAD", None)
+    for options in (["MAXCOUNT", 4], ["MAXSIZE", 150], ["COUNT", 1, "MAXSIZE", 1]):
+        two = c.execute_command("XREAD", *options, "STREAMS", "s1", "s2", 0, 0)
+        mapped = three.execute_command("XREAD", *options, "STREAMS", "s1", "s2", 0, 0)
+        assert isinstance(mapped, dict)
+        assert [[key, entries] for key, entries in mapped.items()] == two, options
+    three.close()
