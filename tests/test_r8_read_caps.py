@@ -293,3 +293,20 @@ def test_resp3_gets_the_same_entries_as_a_map(server, c):
         assert isinstance(mapped, dict)
         assert [[key, entries] for key, entries in mapped.items()] == two, options
     three.close()
+
+
+def test_redis_py_max_count_and_max_size(server):
+    """redis-py 8.x's xread/xreadgroup keywords reach the server as MAXCOUNT/MAXSIZE."""
+    r = server.client(decode_responses=True)
+    r.flushall()
+    for key in ("s1", "s2"):
+        for i in range(1, 4):
+            r.xadd(key, {"f": "v"}, id=f"{i}-0")
+    got = r.xread({"s1": 0, "s2": 0}, count=2, max_count=3)
+    assert [(key, [entry_id for entry_id, _ in entries]) for key, entries in got] == [("s1", ["1-0", "2-0"]), ("s2", ["1-0"])]
+    assert len(r.xread({"s1": 0, "s2": 0}, max_size=1)[0][1]) == 1
+    r.xgroup_create("s1", "g", id="0")
+    got = r.xreadgroup("g", "c", {"s1": ">"}, max_count=2)
+    assert [entry_id for entry_id, _ in got[0][1]] == ["1-0", "2-0"]
+    assert r.xpending("s1", "g")["pending"] == 2
+    r.close()
