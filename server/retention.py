@@ -7,10 +7,10 @@ with the counters as absolute values. Loading clients and replicas never run
 retention themselves; they apply those effects.
 
 The server keeps the (db, key) pairs of streams with a policy in
-`server.retained`, so the cron visits only those: a key is added when a
-stream command touches a stream with a policy, dropped when the cron finds it
-gone, and the whole keyspace is scanned again after a load, a promotion or a
-command that moves keys (RENAME, MOVE, SWAPDB, COPY, RESTORE, FLUSH*).
+`server.retained`, so the cron visits only those, in turn: a key is added by
+XRETENTION SET, dropped when the cron finds it gone, and the whole keyspace
+is scanned again after a load, a promotion or a command that moves keys
+(RENAME, MOVE, SWAPDB, COPY, RESTORE, FLUSH*).
 """
 
 from __future__ import annotations
@@ -22,10 +22,16 @@ from storage.stream_id import format_id
 Effects = list[list[bytes]]
 
 
-def key_overhead(key: bytes) -> int:
-    from .commands.memory import key_overhead as overhead  # MEMORY USAGE's own rule
+_OVERHEAD: list = []  # server.commands.memory.key_overhead, imported on first use (commands import this module)
 
-    return overhead(key)
+
+def key_overhead(key: bytes) -> int:
+    """What MEMORY USAGE adds to a value for its key (its own rule)."""
+    if not _OVERHEAD:
+        from .commands.memory import key_overhead as overhead
+
+        _OVERHEAD.append(overhead)
+    return _OVERHEAD[0](key)
 
 STATS = ("stream_retention_runs", "stream_retention_truncated_entries", "stream_retention_lost_entries",
          "stream_release_updates", "stream_release_rejected")  # fmt: skip
@@ -43,9 +49,6 @@ class Retained:
         self.rescan = True
         self.primary = True
 
-    def __bool__(self) -> bool:
-        return bool(self.keys) or self.rescan
-
 
 def install(server) -> None:
     """Give a server its registry and INFO counters."""
@@ -57,11 +60,13 @@ def install(server) -> None:
 def run(server, db: int, key: bytes, stream: Stream) -> Effects:
     """One retention run for the stream at key: trim it and return the effects, or [] when nothing goes."""
     retention = stream.retention
-    if retention is None or retention.policy is None:
+    policy = retention.policy if retention is not None else None
+    if policy is None:
         return []
-    server.retained.keys[(db, key)] = None
     now = server.now
-    decided = policy_store.plan(stream, retention, now, extra_bytes=key_overhead(key))
+    minimum, maximum = policy
+    by_bytes = (minimum is not None and minimum[0] == b"bytes") or (maximum is not None and maximum[0] == b"bytes")
+    decided = policy_store.plan(stream, retention, now, extra_bytes=key_overhead(key) if by_bytes else 0)
     server.stats["stream_retention_runs"] += 1
     if decided is None:
         return []
@@ -97,11 +102,11 @@ def after_write(server, client, cmd, argv: list[bytes], effects: Effects) -> Eff
         if cmd.name in MOVES_KEYS:
             server.retained.rescan = True
         return effects
-    if client.loading or not _is_primary(server):
+    if client.loading or (server.replication is not None and server.replication.master is not None):
         return effects
     extra: Effects = []
     db = client.db
-    for key in cmd.get_keys(argv):
+    for key in (argv[1],) if cmd.keys == (1, 1, 1) else cmd.get_keys(argv):
         stream = db.data.get(key)
         if type(stream) is Stream and stream.retention is not None:
             extra += run(server, db.id, key, stream)
@@ -141,7 +146,8 @@ def cron(server) -> None:
         stream = db.data.get(key)
         if db.is_expired(key, server.now) or type(stream) is not Stream or stream.retention is None or stream.retention.policy is None:
             continue
-        effects = run(server, db_id, key, stream)  # puts the key back, last in the round
+        retained.keys[(db_id, key)] = None  # back, last in the round
+        effects = run(server, db_id, key, stream)
         if effects:
             server.after_write(db_id, effects)
 

@@ -253,7 +253,7 @@ class Server:
                 result = self.block(client, cmd, result)
             elif cmd.write:
                 result, effects = result
-                if effects and self.retained:  # some stream has a retention policy: run it after the write
+                if effects and (self.retained.keys or self.retained.rescan):  # some stream may have a retention policy
                     effects = retention.after_write(self, client, cmd, argv, effects)
                 if effects:
                     db = client.db

@@ -16,14 +16,19 @@ Cuts are exclusive IDs: a cut `c` means "entries with ID < c may go".
   subscriber the stream behaves as Pravega's plain policy: it keeps its MIN
   (everything older is consumed by definition) or, without a MIN, only MAX
   trims it.
-- T = max(min(SLB, MIN cut), MAX cut): MIN moves the point back, MAX forward.
-  MAX wins over MIN (a stream never holds more than MAX).
+- T = max(whole(min(SLB, MIN cut)), MAX cut): MIN moves the point back, MAX
+  forward; what the subscribers and MIN release is freed a node at a time
+  (`whole` rounds down to the first live entry of the node the point falls
+  in, Pravega's "cut before the lower bound"), so a stream under a steady
+  consumer trims once per node, not once per entry. MAX is exact and wins
+  over MIN (a stream never holds more than MAX).
 - Limits: LEN counts live entries; AGE compares the entry IDs' ms with now (an
   entry is `now - ms` old: MIN-AGE m keeps ms >= now - m, MAX-AGE m drops
   ms < now - m); BYTES is the stream's memory as MEMORY USAGE reports it
-  (Stream.memory_usage(): fixed part plus nodes), measured in whole nodes:
-  MIN-BYTES keeps the newest nodes until they and the fixed part reach the
-  limit; MAX-BYTES drops the oldest nodes whose keeping would exceed it.
+  (Stream.memory_usage() plus the key), measured in whole nodes: MIN-BYTES
+  keeps the newest nodes until MEMORY USAGE would reach the limit, MAX-BYTES
+  drops the oldest nodes whose keeping would take it past the limit (see
+  _bytes_cut for how the node lists are counted so both hold afterwards).
 - Entries a group loses are counted in its `entries_lost`: removed entries it
   had pending or not yet delivered (NONE, AUTO) or not yet released (MANUAL).
   The stream's `entries_lost` counts removed entries some subscriber still held
@@ -32,7 +37,8 @@ Cuts are exclusive IDs: a cut `c` means "entries with ID < c may go".
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import sys
+from bisect import bisect_left, bisect_right
 
 from .rank import count_live
 from .stream import node_memory
@@ -59,7 +65,7 @@ class GroupRole:
 class Retention:
     """A stream's policy (None when OFF), its group roles and its counters."""
 
-    __slots__ = ("policy", "roles", "entries_truncated", "entries_lost", "last_run")
+    __slots__ = ("policy", "roles", "entries_truncated", "entries_lost", "last_run", "meter")
 
     def __init__(self) -> None:
         self.policy: tuple[tuple[bytes, int] | None, tuple[bytes, int] | None] | None = None  # (min, max)
@@ -67,6 +73,7 @@ class Retention:
         self.entries_truncated = 0
         self.entries_lost = 0
         self.last_run = 0
+        self.meter: ByteMeter | None = None  # byte limits' cached node sizes (derived, never saved)
 
     # -- roles ---------------------------------------------------------------
 
@@ -107,12 +114,16 @@ def ack_floor(stream, group) -> int:
     Pending entries below the stream's first entry were already removed (a
     trim kept their PEL references): they hold nothing.
     """
-    after = group.last_id + 1
     pel = group.pel
     if pel:
+        first = pel.first()
+        if first > group.last_id:
+            return group.last_id + 1
+        if first >= stream.first_id:
+            return first
         for entry_id in pel.irange(stream.first_id, group.last_id):
             return entry_id
-    return after
+    return group.last_id + 1
 
 
 def release_point(stream, role: GroupRole) -> int:
@@ -175,13 +186,77 @@ def _age_cut(now_ms: int, age: int) -> int:
     return ms << 64 if ms > 0 else 0
 
 
-def _bytes_cut(stream, limit: int, keep_until_reached: bool, extra: int) -> int:
-    """Whole-node cuts by memory. MIN (keep_until_reached): keep the newest nodes until the fixed part plus
-    their sizes reach limit. MAX: keep the newest nodes while the fixed part plus their sizes stay within it."""
-    total = stream.fixed_memory() + extra
+class ByteMeter:
+    """Each node's part of MEMORY USAGE (node_memory() plus its key), kept between runs.
+
+    Sealed nodes change only when they are repacked or removed, which changes
+    the node count, the head node or its packed bytes, or the live entries
+    outside the open tail: while that signature holds the sealed sizes are
+    reused. The open tail is only appended to until an XDEL or a trim touches
+    it (its count drops or its tombstones grow): appended entries are added
+    one by one. So a run costs O(1) on a stream that only grows at the tail,
+    and a full measure once per node.
+    """
+
+    __slots__ = ("signature", "sealed", "tail", "tail_seen", "tail_entries")
+
+    def __init__(self) -> None:
+        self.signature = None
+        self.sealed: list[int] = []
+        self.tail = None
+        self.tail_seen = 0
+        self.tail_entries = 0
+
+    def sizes(self, stream) -> list[int]:
+        """Per node, oldest first: the bytes it adds to MEMORY USAGE (without the node lists' slots)."""
+        nodes, keys = stream.nodes, stream.keys
+        if not nodes:
+            return []
+        tail = nodes[-1] if nodes[-1].packed is None else None
+        outside = stream.length - (tail.count if tail is not None else 0)
+        head = nodes[0]
+        signature = (len(nodes), head, head.packed, outside)
+        if signature != self.signature:
+            upto = len(nodes) - (tail is not None)
+            self.sealed = [node_memory(nodes[i]) + sys.getsizeof(keys[i]) for i in range(upto)]
+            self.signature = signature
+        if tail is None:
+            return self.sealed
+        return [*self.sealed, self._tail_size(tail) + sys.getsizeof(keys[-1])]
+
+    def _tail_size(self, tail) -> int:
+        ids, rows = tail.ids, tail.rows
+        if tail is not self.tail or tail.count < self.tail_seen or tail.deleted:
+            self.tail, self.tail_seen, self.tail_entries = tail, 0, 0
+        getsizeof = sys.getsizeof
+        for j in range(self.tail_seen, len(ids)):
+            row = rows[j]
+            self.tail_entries += getsizeof(ids[j]) + getsizeof(row) + sum(map(getsizeof, row))
+        self.tail_seen = len(ids)
+        size = getsizeof(tail) + getsizeof(tail.master_id) + getsizeof(tail.last_id) + getsizeof(ids) + getsizeof(rows)
+        return size + self.tail_entries
+
+
+def _bytes_cut(stream, meter: ByteMeter, limit: int, keep_until_reached: bool, extra: int) -> int:
+    """Whole-node cuts by MEMORY USAGE, counted from the newest node back.
+
+    A node adds its size (ByteMeter) and a slot to each of the two node
+    lists. MAX keeps the newest nodes while the total stays within limit,
+    counting the lists at their current allocation (they only shrink when
+    nodes go), so MEMORY USAGE afterwards is within limit. MIN keeps nodes
+    until the total reaches limit, counting the lists at the least they can
+    take (8 bytes a slot), so MEMORY USAGE afterwards reaches it.
+    """
     nodes = stream.nodes
+    sizes = meter.sizes(stream)
+    if keep_until_reached:
+        total, slot = stream.base_memory() + 2 * sys.getsizeof([]) + extra, 16
+    else:
+        total, slot = stream.base_memory() + sys.getsizeof(nodes) + sys.getsizeof(stream.keys) + extra, 0
+        if total + sum(sizes) <= limit:
+            return 0
     for i in range(len(nodes) - 1, -1, -1):
-        total += node_memory(nodes[i])
+        total += sizes[i] + slot
         if keep_until_reached and total >= limit:
             return _first_live(stream, i)
         if not keep_until_reached and total > limit:
@@ -193,13 +268,15 @@ def _first_live(stream, i: int) -> int:
     return _node_ids(stream, stream.nodes[i])[0]
 
 
-def limit_cut(stream, limit: tuple[bytes, int], now_ms: int, is_min: bool, extra_bytes: int = 0) -> int:
+def limit_cut(stream, retention: Retention, limit: tuple[bytes, int], now_ms: int, is_min: bool, extra_bytes: int = 0) -> int:
     kind, value = limit
     if kind == b"len":
         return _len_cut(stream, value)
     if kind == b"age":
         return _age_cut(now_ms, value)
-    return _bytes_cut(stream, value, is_min, extra_bytes)
+    if retention.meter is None:
+        retention.meter = ByteMeter()
+    return _bytes_cut(stream, retention.meter, value, is_min, extra_bytes)
 
 
 class Plan:
@@ -215,11 +292,31 @@ class Plan:
 def head_holder(stream, retention: Retention) -> tuple[bytes | None, int | None]:
     """The subscriber with the lowest release point (the first by name on ties) and that point."""
     holder, slb = None, None
-    for name, role in sorted(retention.subscribers(stream)):
-        point = release_point(stream, role)
-        if slb is None or point < slb:
+    groups = stream.groups
+    gone = None
+    for name, role in retention.roles.items():
+        if role.mode == NONE:
+            continue
+        if groups.get(name) is not role.group:
+            gone = [*(gone or ()), name]
+            continue
+        point = role.release + 1 if role.mode == MANUAL else ack_floor(stream, role.group)
+        if slb is None or point < slb or (point == slb and name < holder):
             holder, slb = name, point
+    for name in gone or ():
+        retention.role(stream, name)  # destroyed: forgotten
     return holder, slb
+
+
+def whole_nodes(stream, cut: int) -> int:
+    """cut rounded down so that only whole nodes go: a node with live entries on both sides of it stays whole."""
+    i = bisect_right(stream.keys, cut) - 1
+    if i < 0:
+        return cut
+    ids = _node_ids(stream, stream.nodes[i])
+    if ids and ids[0] < cut <= ids[-1]:
+        return ids[0]
+    return cut
 
 
 def plan(stream, retention: Retention, now_ms: int, cap: int = RUN_MAX_ENTRIES, extra_bytes: int = 0) -> Plan | None:
@@ -230,22 +327,33 @@ def plan(stream, retention: Retention, now_ms: int, cap: int = RUN_MAX_ENTRIES, 
     if retention.policy is None or not len(stream):
         return None
     minimum, maximum = retention.policy
+    length = len(stream)
+    first_count = stream.nodes[0].count
+    max_idle = maximum is None or (maximum[0] == b"len" and length <= maximum[1])  # MAX takes nothing
+    if max_idle and minimum is not None and minimum[0] == b"len" and length - minimum[1] < first_count:
+        # The MIN-LEN cut lies within the first node, and so does min(SLB, MIN cut): no whole node goes.
+        # (What the usual write to a stream under a steady consumer finds: O(1).)
+        return None
     holder, slb = head_holder(stream, retention)
+    if max_idle and (slb is None and minimum is None or slb is not None and slb <= _node_ids(stream, stream.nodes[0])[-1]):
+        return None  # the subscribers hold the first node (or, without them and MIN, nothing goes)
     if slb is not None:
         cut = slb
     else:
         cut = MAX_ID + 1 if minimum is not None else 0
     if minimum is not None:
         if minimum[0] == b"len":
-            # MIN-LEN binds only when fewer than n entries lie at or after the cut; only then is the
-            # n-th newest entry looked for, from the head, among the entries the cut would remove.
-            kept = count_live(stream, cut, MAX_ID) if cut <= MAX_ID else 0
-            if kept < minimum[1]:
-                cut = min(cut, _len_cut(stream, minimum[1]))
+            # The n-th newest entry is looked for from the head: a short walk while the stream holds
+            # little more than MIN; past that, only when fewer than n entries lie at or after the cut.
+            n = minimum[1]
+            if len(stream) - n <= 10_000 or (count_live(stream, cut, MAX_ID) if cut <= MAX_ID else 0) < n:
+                cut = min(cut, _len_cut(stream, n))
         else:
-            cut = min(cut, limit_cut(stream, minimum, now_ms, True, extra_bytes))
+            cut = min(cut, limit_cut(stream, retention, minimum, now_ms, True, extra_bytes))
+    if cut > stream.first_id:
+        cut = whole_nodes(stream, cut)  # what subscribers and MIN release goes a node at a time
     if maximum is not None:
-        cut = max(cut, limit_cut(stream, maximum, now_ms, False, extra_bytes))
+        cut = max(cut, limit_cut(stream, retention, maximum, now_ms, False, extra_bytes))
     if cut <= stream.first_id:
         return None
     removed, cut = count_below(stream, cut, cap)

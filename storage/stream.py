@@ -828,10 +828,15 @@ class Stream:
         return self.fixed_memory() + sum(map(node_memory, self.nodes))
 
     def fixed_memory(self) -> int:
-        """memory_usage() without its nodes: the stream object, its lists and node keys, field names."""
-        size = sys.getsizeof(self) + sys.getsizeof(self.nodes) + sys.getsizeof(self.keys)
+        """memory_usage() without its nodes: base_memory(), the two node lists and the node keys."""
+        size = self.base_memory() + sys.getsizeof(self.nodes) + sys.getsizeof(self.keys)
         for key in self.keys:
             size += sys.getsizeof(key)
+        return size
+
+    def base_memory(self) -> int:
+        """The part of memory_usage() no node adds to: the stream object and its interned field names."""
+        size = sys.getsizeof(self)
         for names in self._fields:
             size += sys.getsizeof(names) + sum(sys.getsizeof(name) for name in names)
         return size

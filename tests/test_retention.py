@@ -25,8 +25,10 @@ from tests.test_groups import as_map, raw
 
 @pytest.fixture
 def x(server):
+    """One entry per node, so that "whole nodes" are single entries (test_whole_nodes_go sets its own size)."""
     client = raw(server.client(protocol=2))
     client.flushall()
+    client.config_set("stream-node-max-entries", 1)
     yield client
     client.close()
 
@@ -202,6 +204,21 @@ def test_min_moves_the_point_back_and_max_forward_counting_losses(x):
     assert stats(x)["stream_retention_lost_entries"] == 6
 
 
+def test_subscribers_and_min_free_whole_nodes_max_is_exact(x):
+    x.config_set("stream-node-max-entries", 3)
+    fill(x, 9)  # nodes 1-3, 4-6, 7-9
+    x.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    x.execute_command("XGROUP", "SETCONFIG", "s", "g", "SUBSCRIBER", "MANUAL")
+    x.execute_command("XRETENTION", "SET", "s", "CONSUMPTION")
+    x.execute_command("XGROUP", "RELEASE", "s", "g", "2-0")
+    assert len(ids(x)) == 9  # 3-0 holds its node
+    x.execute_command("XGROUP", "RELEASE", "s", "g", "5-0")
+    assert ids(x)[0] == b"4-0"  # the first node went whole; 6-0 holds the second
+    x.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MAX-LEN", "2")
+    assert ids(x) == [b"8-0", b"9-0"]  # MAX cuts exactly, inside a node
+    assert groups(x)[b"g"][b"entries-lost"] == 2  # 6-0 and 7-0 were not released
+
+
 def test_without_subscribers_only_the_limits_apply(x):
     fill(x, 6)
     x.execute_command("XGROUP", "CREATE", "s", "g", "0")  # NONE: holds nothing
@@ -334,3 +351,33 @@ def test_snapshots_without_retention_still_load_and_roles_of_destroyed_groups_go
     del stream.groups[b"g"]
     retention.policy = None
     assert len(encode_value(stream)[1]) == 2  # nothing left to keep: the old form
+
+
+def test_the_byte_meter_matches_memory_usage_node_by_node():
+    """The cached node sizes byte limits use equal a fresh measure after every append, XDEL and trim."""
+    import random
+    import sys
+
+    from storage.stream import node_memory
+
+    rng = random.Random(24)
+    stream = Stream()
+    meter = store.ByteMeter()
+    next_ms = 1
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.7 or not len(stream):
+            next_ms += rng.randint(0, 2)
+            stream.add(next_ms, [b"f", b"v" * rng.choice((1, 30, 300))], max_entries=rng.choice((5, 100)))
+        elif roll < 0.8:
+            live = [i for i, _ in stream.range(0, (1 << 128) - 1)]
+            stream.delete(rng.sample(live, min(len(live), rng.randint(1, 3))))
+        elif roll < 0.9:
+            stream.trim(maxlen=rng.randint(len(stream) // 2, len(stream)))
+        else:
+            stream.trim(maxlen=rng.randint(0, len(stream)), approx=True, limit=100)
+        if rng.random() < 0.5:
+            continue  # several changes between two runs too
+        expected = [node_memory(node) + sys.getsizeof(key) for node, key in zip(stream.nodes, stream.keys, strict=True)]
+        assert meter.sizes(stream) == expected, step
+        assert stream.fixed_memory() + sum(map(node_memory, stream.nodes)) == stream.memory_usage()

@@ -4,8 +4,9 @@ A seeded random workload (XADD, XREADGROUP, XACK, XCLAIM, XGROUP RELEASE,
 SETCONFIG SUBSCRIBER changes, explicit XTRIM, new policies with MIN/MAX in
 entries, ages and bytes) runs on a primary with an AOF and a replica. The
 model keeps every entry, each group's cursor, PEL, role and release point,
-and applies the rules of storage/retention.py by brute force (per entry, no
-nodes): after every step the primary holds exactly the entries the model
+and applies the rules of storage/retention.py by brute force (per entry; the
+node layout, which decides what "whole nodes" means, follows from the order
+of appends with stream-node-max-entries 4): after every step the primary holds exactly the entries the model
 says, with the model's counters (per-group entries-lost, entries truncated
 and lost, the head holder). Byte limits depend on the process's memory, so
 there the model checks bounds (MEMORY USAGE within MAX-BYTES; never fewer
@@ -62,6 +63,36 @@ class Model:
         self.policy: tuple | None = None  # ((kind, value) | None, (kind, value) | None)
         self.truncated = 0
         self.lost = 0
+        self.node_of: dict[int, int] = {}  # entry -> its node, in the server's layout
+        self.nodes = 0  # nodes ever opened
+        self.tail_fill = NODE  # entries appended to the open node (NODE: a new one opens)
+
+    def add(self, entry_id: int) -> None:
+        if self.tail_fill == NODE:
+            self.nodes += 1
+            self.tail_fill = 0
+        self.node_of[entry_id] = self.nodes
+        self.tail_fill += 1
+        self.entries.append(entry_id)
+
+    def keep(self, kept: list[int]) -> None:
+        self.entries = kept
+        if not kept:
+            self.tail_fill = NODE  # every node went: the next entry opens one
+
+    def relayout(self) -> None:
+        """The layout of a stream rebuilt entry by entry (a rewritten AOF): NODE live entries per node."""
+        entries, self.entries, self.tail_fill = self.entries, [], NODE
+        for entry_id in entries:
+            self.add(entry_id)
+
+    def whole(self, cut: int) -> int:
+        """The cut rounded down so that only whole nodes go."""
+        after = [i for i in self.entries if i >= cut]
+        if not after:
+            return cut
+        node = self.node_of[after[0]]
+        return min(i for i in self.entries if self.node_of[i] == node)
 
     def floor(self, group: Group) -> int:
         first = self.entries[0] if self.entries else 0
@@ -103,6 +134,7 @@ class Model:
                 low = 0
             else:
                 low, high = min(low, cut), min(high, cut)
+        low, high = self.whole(low), self.whole(high)
         if maximum is not None:
             cut = self.limit_cut(maximum, now, False)
             if cut is None:
@@ -135,7 +167,7 @@ class Model:
                 else:
                     group.lost += sum(1 for i in removed if i > group.last or i in group.pel)
             self.truncated += len(removed)
-        self.entries = kept
+        self.keep(kept)
         return kept, low != high
 
 
@@ -186,7 +218,7 @@ class Workload:
             entry_id = self.next_ms << 64
             value = b"v" * self.rng.choice((1, 10, 200))
             self.c.execute_command("XADD", KEY, fid(entry_id), "f", value)
-            self.model.entries.append(entry_id)
+            self.model.add(entry_id)
             self.check()
 
     def create_group(self) -> None:
@@ -283,7 +315,7 @@ class Workload:
     def user_trim(self) -> None:
         keep = self.rng.randint(len(self.model.entries) // 2, len(self.model.entries))
         self.c.execute_command("XTRIM", KEY, "MAXLEN", keep)
-        self.model.entries = self.model.entries[len(self.model.entries) - keep :]  # a user trim: nobody's loss
+        self.model.keep(self.model.entries[len(self.model.entries) - keep :])  # a user trim: nobody's loss
         self.check()
 
     def ack_gone(self) -> None:
@@ -326,7 +358,7 @@ class Workload:
     def steps(self, n: int) -> None:
         if not self.model.groups:
             self.c.execute_command("XADD", KEY, fid(self.next_ms << 64), "f", "first")
-            self.model.entries.append(self.next_ms << 64)
+            self.model.add(self.next_ms << 64)
             self.create_group()
             self.create_group()
         actions = [self.xadd] * 6 + [self.read] * 5 + [self.ack] * 4 + [self.claim, self.setconfig, self.setconfig, self.release, self.release, self.policy, self.user_trim, self.create_group]
@@ -376,6 +408,7 @@ def test_retention_matches_the_model_on_primary_replica_and_restarts(tmp_path, s
         primary = start(tmp_path, "primary", "--appendonly", "yes", "--save", "", port=primary.port)
         p = primary.client()
         assert full_state(p, structure=False) == before
+        work.model.relayout()
         work.c = p
         work.steps(60)
         caught_up(p, r)
