@@ -13,12 +13,14 @@ import asyncio
 import logging
 import time
 from collections import deque
+from time import perf_counter
 from time import time_ns as _time_ns
 
 from protocol.encoder import encode2, encode3
 from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
 from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
+from . import output_limits
 from .process import VERBOSE
 from .protected import DENIED, denied
 from .server import BLOCKED, Server
@@ -36,6 +38,9 @@ SECURITY_ATTACK = (
     "This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. "
     "Connection aborted."
 )
+# One client's commands run at most this long before the others' events are served (a slice
+# ends after a command, checked every 8): Redis gets the same from reading 16 KB per event.
+SLICE_SECONDS = 0.005
 log = logging.getLogger("millrace")
 _attack_logged = -61.0  # monotonic time of the last SECURITY_ATTACK line: one a minute at most, as Redis logs it
 
@@ -145,15 +150,12 @@ class Client(asyncio.Protocol):
         self.transport = None
 
     def pause_writing(self) -> None:
-        """The client reads slower than we answer: stop reading its requests."""
-        self.paused = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        """The client reads slower than we answer. Its requests are still read and run, as Redis
+        reads them: a client that writes a whole pipeline before it reads a reply would wait for
+        us as we waited for it. client-output-buffer-limit bounds what piles up."""
 
     def resume_writing(self) -> None:
-        self.paused = False
-        if self.transport is not None:
-            self.transport.resume_reading()
+        pass
 
     def data_received(self, data: bytes) -> None:
         server = self.server
@@ -259,6 +261,8 @@ class Client(asyncio.Protocol):
         execute, call, lookup = server.execute, server.call, server.commands.get
         out: list[bytes] = []
         remaining = iter(commands)
+        deadline = perf_counter() + SLICE_SECONDS
+        done = 0
         for argv in remaining:
             if type(argv) is str:
                 if argv:  # counted in INFO's error stats, as Redis counts every error reply
@@ -304,6 +308,14 @@ class Client(asyncio.Protocol):
                 server.serve_ready()
             if self.close_after_reply:
                 break
+            if not self.authenticated and self.unauthenticated_over(out):
+                return
+            done += 1
+            if not done & 7 and perf_counter() > deadline:
+                self.pending.extend(remaining)  # the rest after the other clients' events
+                if self.pending:
+                    self.continue_later()
+                break
         self.last_command = argv
         if out and self.transport is not None:
             if self.output:
@@ -331,12 +343,31 @@ class Client(asyncio.Protocol):
             self.server.loop.call_soon(self.run_pending)
 
     def run_pending(self) -> None:
-        """Run the commands read while this client was blocked, in arrival order."""
-        if self.blocked is not None or not self.pending:
-            return
-        commands = list(self.pending)
-        self.pending.clear()
-        self.run(commands)
+        """Run the commands read while this client was blocked or its last slice ran out, in arrival order."""
+        if self.blocked is None and self.pending and self.transport is not None:
+            commands = list(self.pending)
+            self.pending.clear()
+            self.run(commands)
+        if self.paused and (self.blocked is not None or not self.pending) and self.transport is not None:
+            self.paused = False  # a blocked client's link is read again: its QUIT or hang-up is seen
+            self.transport.resume_reading()
+
+    def continue_later(self) -> None:
+        """A slice of this client's commands used its time: the rest runs after the other clients'
+        events, and its socket waits until then (what it holds unread stays in the kernel)."""
+        self.server.loop.call_soon(self.run_pending)
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def unauthenticated_over(self, out: list[bytes]) -> bool:
+        """Redis's limit for a client that must AUTH (CVE-2025-21605): past 1 KB of replies beyond
+        its 16 KB reply buffer it is closed, with none of them, before another command runs."""
+        size = sum(map(len, out)) + output_limits.pending_bytes(self)
+        if not output_limits.unauthenticated_over(size):
+            return False
+        output_limits.close(self, self.server)
+        return True
 
     def push_raw(self, data: bytes) -> None:
         """Write pre-encoded bytes outside the request/reply flow (MONITOR)."""

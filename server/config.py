@@ -122,6 +122,7 @@ class Param:
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
     listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
     normalize: Callable[[object], object] | None = None  # Redis's own check or stored form, after the kind's parse
+    merge: Callable[[object, object], object] | None = None  # the stored value from the current one and a new one
 
 
 PARAMS: dict[str, Param] = {}
@@ -193,6 +194,18 @@ _param("activerehashing", "bool", True)
 _param("dynamic-hz", "bool", True)
 
 
+def _output_limits():
+    from . import output_limits  # imports this module
+
+    return output_limits
+
+
+_param(
+    "client-output-buffer-limit", "string", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", multi=True,
+    normalize=lambda raw: _output_limits().validate(raw), merge=lambda current, raw: _output_limits().merge(current, raw),
+)
+
+
 # Redis parameters Millrace accepts for compatibility (a stock redis.conf loads,
 # CONFIG GET/SET answer) but does not act on. One per line: name, flags
 # (m: several words, i: immutable, b: memory value, -: none), Redis's default.
@@ -221,7 +234,6 @@ auto-aof-rewrite-percentage - 100
 bgsave_cpulist - ""
 bind-source-addr - ""
 bio_cpulist - ""
-client-output-buffer-limit m normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60
 cluster-allow-pubsubshard-when-down - yes
 cluster-allow-reads-when-down - no
 cluster-allow-replica-migration - yes
@@ -479,6 +491,8 @@ class Config:
             self._store(param, value)
 
     def _store(self, param: Param, value: object) -> None:
+        if param.merge is not None:  # a value that sets part of the parameter (client-output-buffer-limit)
+            value = param.merge(self.values[param.name], value)
         self.values[param.name] = value
         if param.alias:
             self.values[param.alias] = value

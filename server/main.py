@@ -20,7 +20,7 @@ import time
 from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
-from . import REDIS_VERSION, __version__, retention
+from . import REDIS_VERSION, __version__, output_limits, retention
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import PARAMS, Config, ConfigError
@@ -304,6 +304,7 @@ def _cron(server: Server) -> None:
     rss = rss_bytes() if maxmemory or log.isEnabledFor(VERBOSE) else 0
     server.oom = bool(maxmemory) and rss > maxmemory  # no eviction: Redis's noeviction answer
     _periodic_log(server, now, rss)
+    output_limits.cron(server)
     if server.persistence is not None:
         server.persistence.cron()
     if server.replication is not None:

@@ -15,7 +15,6 @@ classes `notify-keyspace-events` enables.
 from __future__ import annotations
 
 import logging
-import time
 
 from storage.glob import compile_pattern
 
@@ -178,37 +177,17 @@ class PubSub:
 
     def check_output_limit(self, client) -> None:
         """client-output-buffer-limit pubsub: drop a subscriber whose unread output passes the hard
-        limit, or stays over the soft limit for its seconds (Redis's checkClientOutputBufferLimits)."""
-        hard, soft, seconds = self.output_limits
-        transport = client.transport
-        size = transport.get_write_buffer_size() + sum(map(len, client.output))
-        over = hard and size >= hard
-        if not over and soft and size >= soft:
-            now = time.monotonic()
-            if not client.obuf_soft_since:
-                client.obuf_soft_since = now
-            over = now - client.obuf_soft_since >= seconds
-        elif not over:
-            client.obuf_soft_since = 0.0
-        if over:
-            from .commands.client import client_info
+        limit, or stays over the soft limit past its seconds (Redis's checkClientOutputBufferLimits)."""
+        from .output_limits import check
 
-            log.warning("Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", client_info(client))
-            stats = self.server.stats
-            stats["client_output_buffer_limit_disconnections"] = stats.get("client_output_buffer_limit_disconnections", 0) + 1
-            client.output = []
+        if check(client, self.server, self.output_limits):
             self.drop(client)
-            transport.abort()
 
     def limits(self) -> tuple[int, int, int]:
         """client-output-buffer-limit's pubsub class: hard and soft bytes, soft seconds."""
-        from .config import parse_memory
+        from .output_limits import classes
 
-        words = str(self.server.config["client-output-buffer-limit"]).split()
-        for index in range(0, len(words) - 3, 4):
-            if words[index] == "pubsub":
-                return parse_memory(words[index + 1]) or 0, parse_memory(words[index + 2]) or 0, int(words[index + 3])
-        return 32 << 20, 8 << 20, 60
+        return classes(self.server.config["client-output-buffer-limit"])["pubsub"]
 
     # -- keyspace notifications --------------------------------------------------------
 

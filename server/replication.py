@@ -26,6 +26,7 @@ from persistence import snapshot
 from persistence.aof import encode_batch
 
 from .fork import fork, reap
+from .output_limits import classes, close, over_limit
 
 log = logging.getLogger("millrace")
 NULL_ID = "0" * 40
@@ -51,7 +52,6 @@ class ReplicaLink:
     pending_size: int = 0
     sent: int = 0  # the stream offset this replica has been sent up to, once online
     child: int = 0  # the pid sending its snapshot
-    soft_since: float = 0.0  # over the soft output limit since
 
     @property
     def addr(self) -> str:
@@ -306,19 +306,15 @@ class Replication:
             self.feed_bytes(encode_batch([[b"PING"]]))
             self.flush()
         timeout = config["repl-timeout"]
-        hard, soft, seconds = _replica_limits(config)
+        limits = _replica_limits(config)
         for link in list(self.replicas):
             if link.state == "online" and now - link.ack_time > timeout:
                 log.warning("Disconnecting timedout replica: %s", link.client.addr)
                 link.client.kill()
                 continue
             size = link.pending_size + (link.client.transport.get_write_buffer_size() if link.client.transport else 0)
-            if size > hard > 0 or (soft and size > soft and link.soft_since and now - link.soft_since > seconds):
-                log.warning("Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", link.client.addr)
-                link.client.kill()
-                link.client.transport.abort() if link.client.transport else None
-                continue
-            link.soft_since = (link.soft_since or now) if soft and size > soft else 0.0
+            if over_limit(limits, size, link.client):
+                close(link.client, server)
         ttl = config["repl-backlog-ttl"]
         if self.backlog is not None and not self.replicas and self.master is None and ttl and now - self.no_replicas_since > ttl:
             self.backlog = None
@@ -424,18 +420,7 @@ class Replication:
 
 def _replica_limits(config) -> tuple[int, int, int]:
     """client-output-buffer-limit's replica class: hard, soft bytes and soft seconds."""
-    words = str(config["client-output-buffer-limit"]).split()
-    for index in range(0, len(words) - 3, 4):
-        if words[index] in ("replica", "slave"):
-            return _size(words[index + 1]), _size(words[index + 2]), int(words[index + 3])
-    return 256 << 20, 64 << 20, 60
-
-
-def _size(text: str) -> int:
-    from .config import parse_memory
-
-    value = parse_memory(text)
-    return value if value is not None else 0
+    return classes(config["client-output-buffer-limit"])["slave"]
 
 
 def _send_all(fd: int, data) -> None:

@@ -18,7 +18,7 @@ from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
 from storage.keyspace import Keyspace
 
-from . import REDIS_VERSION, notify, retention
+from . import REDIS_VERSION, notify, output_limits, retention
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
@@ -59,7 +59,7 @@ class Server:
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
-        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained",
+        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -128,6 +128,7 @@ class Server:
         self.latency_threshold_ns = latency_threshold_ns(self.config["latency-monitor-threshold"])
         self.reads_processed = self.writes_processed = 0  # INFO total_reads_processed / total_writes_processed
         retention.install(self)  # streams with a consumption-based retention policy (self.retained)
+        self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -478,6 +479,7 @@ class Server:
             replication.flush()  # one write per replica and turn
         clients, self.pending_writes = self.pending_writes, []
         written = 0
+        limited = self.normal_output_limits is not None
         for client in clients:
             output, transport = client.output, client.transport
             if output:
@@ -487,6 +489,8 @@ class Server:
                     written += len(payload)
                     self.writes_processed += 1
                     transport.write(payload)  # after a kill() the transport is closing and drops it
+                    if limited or not client.authenticated:
+                        output_limits.after_write(client, self)
             if client.close_after_reply and transport is not None:
                 transport.close()
         self.net_output_bytes += written
