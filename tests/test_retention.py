@@ -381,3 +381,20 @@ def test_the_byte_meter_matches_memory_usage_node_by_node():
         expected = [node_memory(node) + sys.getsizeof(key) for node, key in zip(stream.nodes, stream.keys, strict=True)]
         assert meter.sizes(stream) == expected, step
         assert stream.fixed_memory() + sum(map(node_memory, stream.nodes)) == stream.memory_usage()
+
+
+def test_the_example_keeps_memory_flat_while_the_consumer_keeps_up(server):
+    """examples/retention_flat_memory.py: while billing consumes, XLEN and MEMORY USAGE stay flat as entries go
+    through; once it stops, the stream grows to MAX-BYTES and no further."""
+    from examples.retention_flat_memory import run
+
+    client = server.client()
+    client.flushall()
+    client.config_set("stream-node-max-entries", 100)
+    samples = run(client, 6.0, report=lambda line: None)
+    consuming = [s for s in samples if s[4]]
+    stopped = [s for s in samples if not s[4]]
+    assert consuming and stopped
+    assert consuming[-1][1] > 5 * consuming[-1][2]  # many more entries went through than the stream holds
+    assert max(s[3] for s in consuming) < 500_000  # flat: far below MAX-BYTES while billing keeps up
+    assert max(s[3] for s in samples) <= 2_000_000  # never past MAX-BYTES
