@@ -8,9 +8,10 @@ consumers, unpipelined, each loop on one of
 
 - claim: `XREADGROUP GROUP g cN COUNT 10 CLAIM 1000 STREAMS bench:claim >`,
   then `XACK` of the IDs delivered;
-- two commands: `XAUTOCLAIM bench:claim g cN 1000 0-0 COUNT 10`, then, if it
-  claimed fewer than 10, `XREADGROUP ... COUNT <the rest> ... >`, then `XACK`
-  of everything delivered,
+- two commands: `XAUTOCLAIM bench:claim g cN 1000 0-0 COUNT 10` (with the
+  entries, not JUSTID: a consumer needs them, and CLAIM sends them), then, if
+  it claimed fewer than 10, `XREADGROUP ... COUNT <the rest> ... >`, then
+  `XACK` of everything delivered,
 
 so both take the dead consumer's backlog first and then new entries, ten per
 round. The figure is entries delivered and acknowledged per second over the
@@ -48,14 +49,14 @@ async def _consumer(port: int, name: bytes, group: bytes, mode: str, stop_at: fl
             parser.feed(await reader_.read(65536))
 
     claim_read = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", b"%d" % BATCH, b"CLAIM", b"%d" % MIN_IDLE, b"STREAMS", KEY, b">")
-    autoclaim = (b"XAUTOCLAIM", KEY, group, name, b"%d" % MIN_IDLE, b"0-0", b"COUNT", b"%d" % BATCH, b"JUSTID")
+    autoclaim = (b"XAUTOCLAIM", KEY, group, name, b"%d" % MIN_IDLE, b"0-0", b"COUNT", b"%d" % BATCH)
     try:
         while time.monotonic() < stop_at:
             if mode == "claim":
                 reply = await call(*claim_read)
                 ids = [entry[0] for entry in reply[0][1]] if reply else []
             else:
-                ids = list((await call(*autoclaim))[1])
+                ids = [entry[0] for entry in (await call(*autoclaim))[1]]
                 if len(ids) < BATCH:
                     read = (b"XREADGROUP", b"GROUP", group, name, b"COUNT", b"%d" % (BATCH - len(ids)), b"STREAMS", KEY, b">")
                     reply = await call(*read)
