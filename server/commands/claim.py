@@ -25,14 +25,14 @@ from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, format_ids
 
 from ..command import command
-from ..syntax import DECLARED, HISTORY, Arg
+from ..syntax import DECLARED, Arg
 from .args import to_int
 from .groups import _nogroup, parse_id_fast, xclaim_effect
 from .stream_args import lookup_stream
 
 MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer"
 
-# COMMAND DOCS: XNACK's arguments with the names redis.io gives them; XREADGROUP's CLAIM in its history.
+# COMMAND DOCS: XNACK's arguments with the names redis.io gives them (XREADGROUP's CLAIM history: stream_docs.py).
 DECLARED["xnack"] = [
     Arg("key", "key"),
     Arg("group", "string"),
@@ -41,8 +41,6 @@ DECLARED["xnack"] = [
     Arg("count", "integer", token="RETRYCOUNT", flags=["optional"]),
     Arg("force", "pure-token", token="FORCE", flags=["optional"], display=True),
 ]
-HISTORY.setdefault("xreadgroup", []).append(("8.4.0", "Added the `CLAIM` option."))
-HISTORY["xreadgroup"].sort()
 
 
 def parse_min_idle(arg: bytes) -> int:

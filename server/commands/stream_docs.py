@@ -51,4 +51,4 @@ HISTORY["xadd"] = [
     _POLICIES_ADDED,
 ]
 HISTORY["xread"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
-HISTORY["xreadgroup"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
+HISTORY["xreadgroup"] = [("8.4.0", "Added the `CLAIM` option."), ("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
