@@ -3,7 +3,7 @@
 Redis 8.4's XREADGROUP ... CLAIM delivers a group's idle pending entries
 before new ones; Redis 8.8's XNACK releases entries into the group's NACK
 zone, which is claimed first (in NACK order), before the owned entries
-longest idle first. `claimable()` is that selection, the one place that
+longest idle first. `claim_order()` is that selection, the one place that
 decides claim order: a key-ordered group (or anything else that restricts
 who may claim what) filters or reorders here.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from heapq import heappop, heappush
-from itertools import islice
 
 from .consumer_group import ConsumerGroup, PendingEntry
 
@@ -93,13 +92,8 @@ def claim_order(group: ConsumerGroup, now: int, min_idle: int) -> Iterator[tuple
             heappush(timeline, record)
 
 
-def claimable(group: ConsumerGroup, now: int, min_idle: int, limit: int | None) -> list[tuple[int, PendingEntry]]:
-    """The first `limit` (None: all) of claim_order(), for a caller that claims them all."""
-    return list(islice(claim_order(group, now, min_idle), limit))
-
-
 def has_claimable(group: ConsumerGroup, now: int, min_idle: int) -> bool:
-    """Whether claimable() would return anything now."""
+    """Whether claim_order() would yield anything now."""
     if group.nacked and zone(group):
         return True
     top = _top(group)
