@@ -42,8 +42,8 @@ def test_json_against_millrace_is_exact(r2, server) -> None:
     assert [(row["stream"], row["group"]) for row in rows] == [("empty", "e"), ("orders", "g"), ("orders", "h")]
     g = rows[1]
     assert (g["consumers"], g["entries-read"], g["lag"], g["pending"], g["status"]) == (1, 3, 6, 2, "OK")
-    assert g["oldest-undelivered"] > 1_700_000_000_000  # entry 4-0 is as old as 1970
-    assert (rows[2]["lag"], rows[2]["pending"], rows[2]["oldest-undelivered"]) == (0, 0, 0)
+    assert g["oldest-undelivered-ms"] > 1_700_000_000_000  # entry 4-0 is as old as 1970
+    assert (rows[2]["lag"], rows[2]["pending"], rows[2]["oldest-undelivered-ms"]) == (0, 0, 0)
     assert json.loads(run(server.port, "--json", "orders"))[0]["group"] == "g"
 
 
@@ -55,7 +55,7 @@ def test_json_against_redis_falls_back_to_xinfo(oracle_server) -> None:
     g = rows[1]
     # Redis cannot know g's lag (a tombstone after it): nil, and no status
     assert (g["group"], g["consumers"], g["entries-read"], g["lag"], g["pending"], g["status"]) == ("g", 1, 3, None, 2, None)
-    assert g["oldest-undelivered"] > 1_700_000_000_000
+    assert g["oldest-undelivered-ms"] > 1_700_000_000_000
     assert (rows[2]["group"], rows[2]["lag"]) == ("h", 0)
 
 

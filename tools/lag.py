@@ -21,7 +21,7 @@ import time
 import redis
 
 MAX_ID = b"18446744073709551615-18446744073709551615"
-COLUMNS = ("stream", "group", "consumers", "entries-read", "lag", "pending", "oldest-undelivered", "status")
+COLUMNS = ("stream", "group", "consumers", "entries-read", "lag", "pending", "oldest-undelivered-ms", "status")
 
 
 def _text(value) -> str:
@@ -76,7 +76,7 @@ class Probe:
             "entries-read": g["entries-read"],
             "lag": g["lag"],
             "pending": g["pending"],
-            "oldest-undelivered": g["oldest-undelivered-ms"],
+            "oldest-undelivered-ms": g["oldest-undelivered-ms"],
             "status": _text(g["lag-status"]),
         }
 
@@ -95,7 +95,7 @@ class Probe:
                     "entries-read": g.get("entries-read"),
                     "lag": g.get("lag"),
                     "pending": g["pending"],
-                    "oldest-undelivered": max(now_ms - _id_ms(first[0][0]), 0) if first else 0,
+                    "oldest-undelivered-ms": max(now_ms - _id_ms(first[0][0]), 0) if first else 0,
                     "status": None,
                 }
             )
