@@ -52,6 +52,11 @@ def ping(client: redis.Redis, conn: Connection) -> None:
         if "NOAUTH" in str(exc):
             raise SourceError(f"millrace: the server at {conn.describe()} requires a password (option 'password' or the url)")
         raise
+    except redis.RedisError as exc:  # InvalidResponse and the like: something answered, but not in RESP
+        raise SourceError(
+            f"millrace: the server at {conn.describe()} does not speak the Redis protocol (is the url's host:port a "
+            f"Millrace or Redis server? option 'url' or 'host'/'port'): {type(exc).__name__}: {exc}"
+        )
 
 
 @dataclass(frozen=True)

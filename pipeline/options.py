@@ -184,7 +184,10 @@ def _normalize(options) -> dict[str, str]:
 
 def read_options(raw, streaming: bool) -> SourceOptions:
     """Options of a batch (`streaming=False`) or streaming read."""
+    from pipeline.option_names import READ, check_names
+
     options = _normalize(raw)
+    check_names(options, READ, "streaming read" if streaming else "read")
     names = options.get("streams") or options.get("stream") or ""
     streams = tuple(s.strip() for s in names.split(",") if s.strip())
     if not streams:
@@ -216,7 +219,10 @@ def read_options(raw, streaming: bool) -> SourceOptions:
 
 def write_options(raw) -> SourceOptions:
     """Options of a batch or streaming write."""
+    from pipeline.option_names import WRITE, check_names
+
     options = _normalize(raw)
+    check_names(options, WRITE, "write")
     maxlen = _int(options, "maxlen", None, 0)
     minid_raw = options.get("minid") or None
     minid = None

@@ -6,6 +6,7 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from pipeline.arrow_batches import DEFAULT_SCHEMA
+from pipeline.options import OptionError
 
 
 class MillraceDataSource(DataSource):
@@ -34,6 +35,11 @@ class MillraceDataSource(DataSource):
         from pipeline.options import write_options
         from pipeline.writer import BatchWriter, check_reachable
 
+        if overwrite:
+            raise OptionError(
+                "millrace: save mode 'overwrite' is not supported: a stream is append-only and writing never removes "
+                "entries. Use .mode('append') (to start the stream afresh, DEL the key first; to bound it, option 'maxlen' or 'minid')"
+            )
         options = write_options(self.options)
         writer = BatchWriter(options, schema)
         check_reachable(options)
@@ -43,6 +49,11 @@ class MillraceDataSource(DataSource):
         from pipeline.options import write_options
         from pipeline.writer import StreamWriter, check_reachable
 
+        if overwrite:
+            raise OptionError(
+                "millrace: outputMode 'complete' is not supported: a stream is append-only and would get every "
+                "result again on each trigger. Use outputMode('append') (with a watermark for aggregations)"
+            )
         options = write_options(self.options)
         writer = StreamWriter(options, schema)
         check_reachable(options)

@@ -56,6 +56,18 @@ def _tail(info: StreamInfo) -> dict:
     return _pos(info.last_generated_id, info.entries_added)
 
 
+def earliest(info: StreamInfo) -> dict:
+    """Kafka's `earliest`: just before the first entry still there, so entries trimmed before the
+    query began are not a loss. entries_read is exact when nothing after that entry was deleted
+    (max-deleted-entry-id below it), else unknown (-1)."""
+    if not info.length:
+        return _tail(info)
+    before = info.first_entry_id - 1
+    if info.max_deleted_entry_id < info.first_entry_id:
+        return _pos(before, info.entries_added - info.length)
+    return _pos(before, -1)
+
+
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -88,7 +100,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for key, info in self._refresh().items():
             position = self.options.starting[key]
             if position.kind == "earliest" and self.options.starting_timestamp is None:
-                offset[key] = _pos(0, 0)
+                offset[key] = earliest(info)
             elif position.kind == "latest" and self.options.starting_timestamp is None:
                 offset[key] = _tail(info)
             else:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import threading
 import time
 
 from pipeline.jobs.common import RAW_STREAM, RESULTS_STREAM, add_common_args, say, spark_session
@@ -57,6 +59,41 @@ def build_query(spark, url: str, source: str, sink: str, checkpoint: str, follow
     return writer.start()
 
 
+class ProgressLog:
+    """One line per batch that ran, each counted once.
+
+    While idle, Spark reports progress every few seconds for the batch it will
+    run next (0 rows, no addBatch), and the batch that later runs under that id
+    has rows: so reports are told apart by batch id and timestamp, and idle ones
+    are not printed. recentProgress keeps only the last hundred reports, so the
+    totals are summed here as reports arrive.
+    """
+
+    def __init__(self, job: str, source: str) -> None:
+        self.job, self.source = job, source
+        self.reported: set[tuple[int, str]] = set()
+        self.batches: set[int] = set()
+        self.rows = 0
+
+    def update(self, progress_list: list[dict]) -> None:
+        for progress in progress_list:
+            key = (progress["batchId"], progress["timestamp"])
+            if key in self.reported:
+                continue
+            self.reported.add(key)
+            if "addBatch" not in progress.get("durationMs", {}):
+                continue  # an idle report: the batch it names has not run
+            self.rows += progress["numInputRows"]
+            self.batches.add(progress["batchId"])
+            source_progress = progress["sources"][0]
+            latest = json.loads(source_progress.get("latestOffset") or "{}").get(self.source, {})
+            say(
+                self.job,
+                f"batch {progress['batchId']}: {progress['numInputRows']} readings in, "
+                f"{progress['sink'].get('numOutputRows', -1)} windows out, lag {latest.get('lag', '?')}",
+            )
+
+
 def run(
     spark,
     url: str,
@@ -75,29 +112,24 @@ def run(
     before = client.xlen(sink)
     query = build_query(spark, url, source, sink, checkpoint, follow, max_per_trigger, group)
     say(job, f"started: {source!r} -> {sink!r}, checkpoint {checkpoint}")
-    seen = set()
     started = time.perf_counter()
+    progress_log = ProgressLog(job, source)
+    stop = threading.Event()  # Ctrl-C asks the loop to stop the query, rather than interrupting a call into the JVM
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        while query.isActive:
-            query.awaitTermination(2)
-            for progress in query.recentProgress:
-                if progress["batchId"] in seen:
-                    continue
-                seen.add(progress["batchId"])
-                source_progress = progress["sources"][0]
-                latest = json.loads(source_progress.get("latestOffset") or "{}").get(source, {})
-                say(
-                    job,
-                    f"batch {progress['batchId']}: {progress['numInputRows']} readings in, "
-                    f"{progress['sink'].get('numOutputRows', -1)} windows out, lag {latest.get('lag', '?')}",
-                )
-    except KeyboardInterrupt:
-        say(job, "stopping (restart with the same --checkpoint to continue)")
-        query.stop()
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(1)
+            progress_log.update(query.recentProgress)
+        if stop.is_set():
+            say(job, "stopping (restart with the same --checkpoint to continue)")
+            query.stop()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    progress_log.update(query.recentProgress)
     if query.exception():
         raise query.exception()
+    seen, rows_in = progress_log.batches, progress_log.rows
     after = client.xlen(sink)
-    rows_in = sum(p["numInputRows"] for p in query.recentProgress)
     summary = {
         "batches": len(seen),
         "readings": rows_in,
