@@ -60,6 +60,8 @@ def earliest(info: StreamInfo) -> dict:
     """Kafka's `earliest`: just before the first entry still there, so entries trimmed before the
     query began are not a loss. entries_read is exact when nothing after that entry was deleted
     (max-deleted-entry-id below it), else unknown (-1)."""
+    if info.entries_added == info.length:  # nothing was ever removed: the very beginning
+        return _pos(0, 0)
     if not info.length:
         return _tail(info)
     before = info.first_entry_id - 1
