@@ -19,6 +19,8 @@ from storage import retention as policy_store
 from storage.stream import Stream
 from storage.stream_id import format_id
 
+from .pubsub import STREAM as STREAM_EVENTS
+
 Effects = list[list[bytes]]
 
 
@@ -81,6 +83,8 @@ def run(server, db: int, key: bytes, stream: Stream) -> Effects:
         trim = [b"XTRIM", key, b"MINID", b"=", format_id(decided.keep_from)]
     server.stats["stream_retention_truncated_entries"] += decided.removed
     server.stats["stream_retention_lost_entries"] += retention.entries_lost - lost_before
+    if server.pubsub.active:
+        server.pubsub.notify(STREAM_EVENTS, "xtrim", key, db)  # what XTRIM itself sends
     return [trim, state_effect(key, retention, before)]
 
 

@@ -109,21 +109,26 @@ def of(stream) -> Retention:
 
 
 def ack_floor(stream, group) -> int:
-    """An AUTO subscriber's release point: the lowest pending ID whose entry may still exist, else last-delivered + 1.
+    """An AUTO subscriber's release point: the lowest pending ID whose entry still exists, else last-delivered + 1.
 
-    Pending entries below the stream's first entry were already removed (a
-    trim kept their PEL references): they hold nothing.
+    A pending entry whose stream entry is gone (trimmed with its PEL reference
+    kept, or XDEL'd) holds nothing: XCLAIM and XAUTOCLAIM would only drop it.
+    Below the first entry they are all gone; above it only an XDEL'd one can
+    be, which max-deleted-entry-id tells cheaply.
     """
     pel = group.pel
-    if pel:
+    last = group.last_id
+    if pel and stream.length:  # in an empty stream every pending entry is gone
         first = pel.first()
-        if first > group.last_id:
-            return group.last_id + 1
-        if first >= stream.first_id:
+        if first > last:
+            return last + 1
+        max_deleted = stream.max_deleted_entry_id
+        if stream.first_id <= first and first > max_deleted:
             return first
-        for entry_id in pel.irange(stream.first_id, group.last_id):
-            return entry_id
-    return group.last_id + 1
+        for entry_id in pel.irange(stream.first_id, last):
+            if entry_id > max_deleted or stream.get(entry_id) is not None:
+                return entry_id
+    return last + 1
 
 
 def release_point(stream, role: GroupRole) -> int:
@@ -370,6 +375,16 @@ def _count_after(stream, after: int, cut: int) -> int:
     return count_live(stream, after + 1, min(cut - 1, MAX_ID))
 
 
+def _pending_live(stream, group, upto: int) -> int:
+    """The group's pending IDs from the stream's first entry to upto whose entries still exist."""
+    max_deleted = stream.max_deleted_entry_id
+    count = 0
+    for entry_id in group.pel.irange(stream.first_id, upto):
+        if entry_id > max_deleted or stream.get(entry_id) is not None:
+            count += 1
+    return count
+
+
 def account(stream, retention: Retention, decided: Plan, now_ms: int) -> None:
     """Record what the truncation at decided.cut costs each group, before the stream is trimmed."""
     cut = decided.cut
@@ -383,7 +398,7 @@ def account(stream, retention: Retention, decided: Plan, now_ms: int) -> None:
         else:
             lost = _count_after(stream, group.last_id, cut)
             if group.pel:
-                lost += sum(1 for _ in group.pel.irange(stream.first_id, min(cut - 1, group.last_id)))
+                lost += _pending_live(stream, group, min(cut - 1, group.last_id))
         if lost:
             retention.role_for(stream, name, group).entries_lost += lost
     retention.entries_truncated += decided.removed

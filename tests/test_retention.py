@@ -398,3 +398,26 @@ def test_the_example_keeps_memory_flat_while_the_consumer_keeps_up(server):
     assert consuming[-1][1] > 5 * consuming[-1][2]  # many more entries went through than the stream holds
     assert max(s[3] for s in consuming) < 500_000  # flat: far below MAX-BYTES while billing keeps up
     assert max(s[3] for s in samples) <= 2_000_000  # never past MAX-BYTES
+
+
+def test_a_retention_trim_sends_xtrim_like_xtrim_does(server, x):
+    listener = server.client()
+    x.config_set("notify-keyspace-events", "Et")
+    pubsub = listener.pubsub()
+    pubsub.subscribe("__keyevent@0__:xtrim", "__keyevent@0__:xadd")
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    try:
+        fill(x, 3)
+        x.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MAX-LEN", "3")
+        x.execute_command("XADD", "s", "4-0", "f", "4")  # xadd, then the policy's xtrim
+        events = []
+        while (message := pubsub.get_message(timeout=2)) is not None:
+            if message["type"] == "message":
+                events.append((message["channel"], message["data"]))
+        assert events[-2:] == [(b"__keyevent@0__:xadd", b"s"), (b"__keyevent@0__:xtrim", b"s")]
+        assert ids(x) == [b"2-0", b"3-0", b"4-0"]
+    finally:
+        x.config_set("notify-keyspace-events", "")
+        pubsub.close()
+        listener.close()

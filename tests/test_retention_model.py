@@ -1,8 +1,9 @@
 """Consumption-based retention against a brute-force model, on a real primary, its replica and restarts.
 
-A seeded random workload (XADD, XREADGROUP, XACK, XCLAIM, XGROUP RELEASE,
-SETCONFIG SUBSCRIBER changes, explicit XTRIM, new policies with MIN/MAX in
-entries, ages and bytes) runs on a primary with an AOF and a replica. The
+A seeded random workload (XADD, XREADGROUP with and without NOACK, XACK,
+XCLAIM, XGROUP RELEASE, SETID backwards, SETCONFIG SUBSCRIBER changes,
+explicit XTRIM and XDEL, new policies with MIN/MAX in entries, ages and
+bytes) runs on a primary with an AOF and a replica. The
 model keeps every entry, each group's cursor, PEL, role and release point,
 and applies the rules of storage/retention.py by brute force (per entry; the
 node layout, which decides what "whole nodes" means, follows from the order
@@ -80,6 +81,13 @@ class Model:
         if not kept:
             self.tail_fill = NODE  # every node went: the next entry opens one
 
+    def delete(self, entry_id: int) -> None:
+        """XDEL: a node whose last live entry goes is removed, the open one too (the next append opens one)."""
+        self.entries.remove(entry_id)
+        node = self.node_of[entry_id]
+        if node == self.nodes and not any(self.node_of[i] == node for i in self.entries):
+            self.tail_fill = NODE
+
     def relayout(self) -> None:
         """The layout of a stream rebuilt entry by entry (a rewritten AOF): NODE live entries per node."""
         entries, self.entries, self.tail_fill = self.entries, [], NODE
@@ -95,8 +103,9 @@ class Model:
         return min(i for i in self.entries if self.node_of[i] == node)
 
     def floor(self, group: Group) -> int:
-        first = self.entries[0] if self.entries else 0
-        pending = [i for i in group.pel if first <= i <= group.last]
+        """The lowest pending entry that still exists, else the one after last-delivered."""
+        live = set(self.entries)
+        pending = [i for i in group.pel if i in live and i <= group.last]
         return min(pending) if pending else group.last + 1
 
     def point(self, group: Group) -> int:
@@ -247,6 +256,32 @@ class Workload:
             group.last = got[-1]
         self.check()
 
+    def read_noack(self) -> None:
+        name = self.rng.choice(sorted(self.model.groups))
+        group = self.model.groups[name]
+        reply = self.c.execute_command("XREADGROUP", "GROUP", name, "c1", "COUNT", self.rng.randint(1, 4), "NOACK", "STREAMS", KEY, ">")
+        if reply:
+            got = [pid(entry[0]) for entry in reply[0][1]]
+            assert got == [i for i in self.model.entries if i > group.last][: len(got)]
+            group.last = got[-1]
+        self.check()
+
+    def setid(self) -> None:
+        name = self.rng.choice(sorted(self.model.groups))
+        group = self.model.groups[name]
+        target = self.rng.choice([0, *self.model.entries[: max(1, len(self.model.entries) // 2)]])
+        self.c.execute_command("XGROUP", "SETID", KEY, name, fid(target))
+        group.last = target  # backwards: a subscriber holds from there again (what is gone stays gone)
+        self.check()
+
+    def xdel(self) -> None:
+        if not self.model.entries:
+            return
+        entry_id = self.rng.choice(self.model.entries)
+        assert self.c.execute_command("XDEL", KEY, fid(entry_id)) == 1
+        self.model.delete(entry_id)
+        self.check()
+
     def ack(self) -> None:
         name = self.rng.choice(sorted(self.model.groups))
         group = self.model.groups[name]
@@ -361,7 +396,10 @@ class Workload:
             self.model.add(self.next_ms << 64)
             self.create_group()
             self.create_group()
-        actions = [self.xadd] * 6 + [self.read] * 5 + [self.ack] * 4 + [self.claim, self.setconfig, self.setconfig, self.release, self.release, self.policy, self.user_trim, self.create_group]
+        actions = [self.xadd] * 6 + [self.read] * 5 + [self.ack] * 4 + [
+            self.claim, self.setconfig, self.setconfig, self.release, self.release, self.policy, self.user_trim,
+            self.create_group, self.read_noack, self.setid, self.xdel,
+        ]  # fmt: skip
         for _ in range(n):
             if len(self.model.groups) > 4 and self.rng.choice(actions) == self.create_group:
                 continue
