@@ -276,3 +276,22 @@ def test_held_back_entries_add_to_the_lag(monkeypatch) -> None:
     assert lag_module.exact_lag(stream, ConsumerGroup(9 << 64)) == 2
     assert lag_module.first_undelivered_id(stream, group) == 6 << 64
     assert lag_module.first_undelivered_id(stream, ConsumerGroup(10 << 64)) is None
+
+
+def test_command_docs(server) -> None:
+    """COMMAND DOCS gives redis-cli the argument trees (group optional and multiple; WHERE blocks repeat)."""
+    from tests.rawclient import RawConn
+
+    client = RawConn(server.port)
+    docs = client.call("COMMAND", "DOCS", "XGROUPLAG", "XBACKLOG")
+    by_name = {docs[i]: dict(zip(docs[i + 1][0::2], docs[i + 1][1::2], strict=True)) for i in range(0, len(docs), 2)}
+
+    def names(args) -> list:
+        return [dict(zip(a[0::2], a[1::2], strict=True))[b"name"] for a in args]
+
+    assert names(by_name[b"xgrouplag"][b"arguments"]) == [b"key", b"group"]
+    backlog = by_name[b"xbacklog"][b"arguments"]
+    assert names(backlog) == [b"key", b"group", b"start", b"count", b"milliseconds", b"cursor", b"filter"]
+    where = dict(zip(backlog[-1][0::2], backlog[-1][1::2], strict=True))
+    assert where[b"token"] == b"WHERE" and set(where[b"flags"]) == {b"optional", b"multiple"}
+    client.close()

@@ -25,6 +25,7 @@ from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..command import command
 from ..lag_watch import lag_watch
+from ..syntax import DECLARED, Arg
 from .args import to_int
 from .stream_args import read_stream
 
@@ -140,7 +141,10 @@ def parse_backlog(argv: list[bytes]):
 @command("xbacklog", -3, "readonly", keys=(1, 1, 1), group="stream", summary="Scans what a consumer group still has to process, with filters, in bounded steps.",
          since="7.4.0", complexity="O(COUNT) per call")
 def xbacklog(ctx, argv):
-    """XBACKLOG key group [FROM id|ACKFLOOR] [COUNT n] [TIMEOUT ms] [CURSOR c] [WHERE ...] ... -> a map."""
+    """XBACKLOG key group [FROM id|ACKFLOOR] [COUNT count] [TIMEOUT milliseconds] [CURSOR cursor] [WHERE field EQ value|MATCH pattern [NOCASE]|EXISTS ...] -> a map.
+
+    Each WHERE adds a filter; they are AND-ed (COMMAND DOCS: the tree declared below).
+    """
     began = time.perf_counter()
     start, cursor, count, timeout_ms, filters = parse_backlog(argv)
     key, name = argv[1], argv[2]
@@ -174,3 +178,27 @@ def xbacklog(ctx, argv):
             b"elapsed-ms": round((time.perf_counter() - began) * 1000, 3),
         }
     )
+
+
+# COMMAND DOCS argument trees (the syntax-line parser cannot express repeated WHERE blocks).
+DECLARED["xgrouplag"] = [Arg("key", "key"), Arg("group", "string", flags=["optional", "multiple"])]
+DECLARED["xbacklog"] = [
+    Arg("key", "key"),
+    Arg("group", "string"),
+    Arg("start", "oneof", token="FROM", flags=["optional"], arguments=[
+        Arg("id", "string"), Arg("ackfloor", "pure-token", token="ACKFLOOR"),
+    ]),
+    Arg("count", "integer", token="COUNT", flags=["optional"]),
+    Arg("milliseconds", "integer", token="TIMEOUT", flags=["optional"]),
+    Arg("cursor", "string", token="CURSOR", flags=["optional"]),
+    Arg("filter", "block", token="WHERE", flags=["optional", "multiple"], arguments=[
+        Arg("field", "string"),
+        Arg("condition", "oneof", arguments=[
+            Arg("value", "string", token="EQ"),
+            Arg("match", "block", arguments=[
+                Arg("pattern", "pattern", token="MATCH"), Arg("nocase", "pure-token", token="NOCASE", flags=["optional"]),
+            ]),
+            Arg("exists", "pure-token", token="EXISTS"),
+        ]),
+    ]),
+]  # fmt: skip
