@@ -89,6 +89,9 @@ def test_replica_aof_and_snapshot_hold_the_computed_counters(tmp_path) -> None:
         for scan in scans:
             scan.pop(b"elapsed-ms")
         assert scans[0] == scans[1] and scans[0][b"entries"] == 3
+    except BaseException:
+        primary.stop()  # (on success it is killed below, to restart from its files)
+        raise
     finally:
         replica.stop()
     kill9(primary)
