@@ -24,6 +24,7 @@ from heapq import heapify, heappush
 from itertools import islice, repeat
 from operator import attrgetter
 
+from .keyshared import KeyShared
 from .stream_id import MAX_ID
 
 _consumer_of = attrgetter("consumer")
@@ -207,7 +208,7 @@ class ConsumerGroup:
     when met. None until a CLAIM read needs it, so other groups pay nothing.
     """
 
-    __slots__ = ("last_id", "entries_read", "pel", "consumers", "nacked", "timeline")
+    __slots__ = ("last_id", "entries_read", "pel", "consumers", "nacked", "timeline", "keyshared")
 
     def __init__(self, last_id: int, entries_read: int = INVALID_ENTRIES_READ) -> None:
         self.last_id = last_id
@@ -216,6 +217,7 @@ class ConsumerGroup:
         self.consumers: dict[bytes, Consumer] = {}
         self.nacked: dict[int, None] = {}  # the NACK zone, in NACK order
         self.timeline: list[tuple[int, int]] | None = None
+        self.keyshared = None  # storage.keyshared.KeyShared in a KEYSHARED group: told of every PEL removal and move
 
     # -- consumers -----------------------------------------------------------
 
@@ -347,6 +349,8 @@ class ConsumerGroup:
             acked = entry_ids
         if not acked:
             return done
+        if self.keyshared is not None:
+            self.keyshared.forget(acked)
         pel.stale += len(acked)
         owners = set(map(_consumer_of, popped))
         if self.nacked:
@@ -373,6 +377,8 @@ class ConsumerGroup:
     def drop_pending(self, entry_id: int) -> None:
         """Forget a pending entry whose stream entry no longer exists (XCLAIM/XAUTOCLAIM clean-up)."""
         pending = self.pel.pop(entry_id)
+        if self.keyshared is not None:
+            self.keyshared.forget((entry_id,))
         if pending.consumer is not None:
             pending.consumer.pel.pop(entry_id, None)
         else:
@@ -391,6 +397,8 @@ class ConsumerGroup:
                 self.nacked.pop(entry_id, None)
             consumer.pel[entry_id] = pending
             pending.consumer = consumer
+        if self.keyshared is not None:
+            self.keyshared.moved(entry_id, consumer.name)
         return pending
 
     def retime(self, entry_id: int, pending: PendingEntry, delivery_time: int) -> None:
@@ -494,7 +502,8 @@ def dump_groups(groups: dict[bytes, ConsumerGroup]) -> list:
     each consumer's own PEL is rebuilt from the owners. A NACKed entry's
     owner is nil, and a group with a NACK zone has a sixth element, a map
     whose `nacked` lists the zone's IDs in order (absent: no zone; files
-    written before XNACK load unchanged).
+    written before XNACK load unchanged) and, for a KEYSHARED group,
+    `keyshared` holds KeyShared.dump() (issue 22).
     """
     out = []
     for name, group in groups.items():
@@ -504,8 +513,13 @@ def dump_groups(groups: dict[bytes, ConsumerGroup]) -> list:
             for i, p in group.pel.items()
         ]
         row = [name, group.last_id.to_bytes(16, "big"), group.entries_read, consumers, pel]
+        options = {}
         if group.nacked:
-            row.append({"nacked": [i.to_bytes(16, "big") for i in group.nacked]})
+            options["nacked"] = [i.to_bytes(16, "big") for i in group.nacked]
+        if group.keyshared is not None:
+            options["keyshared"] = group.keyshared.dump()
+        if options:
+            row.append(options)
         out.append(row)
     return out
 
@@ -527,4 +541,6 @@ def load_groups(data: list) -> dict[bytes, ConsumerGroup]:
                 consumer.pel[entry_id] = pending
         extra = optional[0] if optional else {}
         group.nacked = dict.fromkeys(int.from_bytes(i, "big") for i in extra.get("nacked", ()))
+        if "keyshared" in extra:
+            group.keyshared = KeyShared.load(extra["keyshared"], group.pel)
     return groups

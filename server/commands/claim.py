@@ -213,6 +213,10 @@ def xnack(ctx, argv):
     group = stream.groups.get(group_name) if stream is not None else None
     if group is None:
         raise _nogroup(key, group_name)
+    if group.keyshared is not None:  # issue 22: a NACK would leave a key's entries at nobody and at their owner
+        from .keyshared import NACK_REFUSED
+
+        raise ReplyError(NACK_REFUSED)
     touched = []
     for entry_id in request.ids:
         exists = request.force and entry_id not in group.pel and stream.get(entry_id) is not None

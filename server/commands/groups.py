@@ -189,7 +189,8 @@ def _xgroup_prologue(ctx, argv: list[bytes], group_must_exist: bool):
 
 @command("xgroup|create", -5, "write denyoom", keys=(2, 2, 1), group="stream", summary="Creates a consumer group.", since="5.0.0")
 def xgroup_create(ctx, argv):
-    """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read] -> OK"""
+    """XGROUP CREATE key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read] [KEYSHARED field] -> OK"""
+    argv, keyshared_field = keyshared.split_create_option(argv)
     stream, _group, _mkstream, entries_read = _xgroup_prologue(ctx, argv, False)
     if not 5 <= len(argv) <= 8:
         raise subcommand_error(argv)
@@ -214,6 +215,9 @@ def xgroup_create(ctx, argv):
     effect += [format_id(group.last_id), b"ENTRIESREAD", _int_bytes(group.entries_read)]
     if created_key:
         effect.append(b"MKSTREAM")
+    if keyshared_field is not None:
+        keyshared.make_keyshared(stream, group, keyshared_field)
+        effect += [b"KEYSHARED", keyshared_field]
     return OK, [effect]
 
 
@@ -231,7 +235,7 @@ def xgroup_setid(ctx, argv):
         if entries_read == INVALID_ENTRIES_READ and ctx.server.config["stream-exact-lag"]:
             entries_read = exact_entries_read(stream, last_id)  # issue 23: where the live count makes it exact
         group.set_id(last_id, entries_read, stream.entries_added)
-    return OK, [setid_effect(argv[2], argv[3], group)]
+    return OK, [setid_effect(argv[2], argv[3], group), *keyshared.setid_hook(ctx, argv[2], argv[3], group)]
 
 
 @command("xgroup|destroy", 4, "write", keys=(2, 2, 1), group="stream", summary="Destroys a consumer group.", since="5.0.0")
@@ -271,7 +275,9 @@ def xgroup_createconsumer(ctx, argv):
 @command("xgroup|delconsumer", 5, "write", keys=(2, 2, 1), group="stream", summary="Deletes a consumer from a consumer group.", since="5.0.0")
 def xgroup_delconsumer(ctx, argv):
     """XGROUP DELCONSUMER key group consumer -> the number of pending entries the consumer had."""
-    _stream, group, _mkstream, _entries_read = _xgroup_prologue(ctx, argv, True)
+    stream, group, _mkstream, _entries_read = _xgroup_prologue(ctx, argv, True)
+    if group.keyshared is not None:
+        return keyshared.delconsumer(ctx, argv, stream, group)
     pending = group.delete_consumer(argv[4])
     if pending is None:
         return 0, []
@@ -379,6 +385,8 @@ class ReadGroupRequest:
             group = stream.groups.get(self.group) if stream is not None else None
             if group is None:
                 raise _nogroup(key, self.group, " in XREADGROUP with GROUP option")
+            if group.keyshared is not None and (self.noack or self.claim is not None):
+                raise ReplyError(keyshared.NOACK_REFUSED if self.noack else keyshared.CLAIM_REFUSED)
             if arg == b">":
                 start = None
             elif arg == b"$" or arg == b"+":
@@ -396,8 +404,10 @@ class ReadGroupRequest:
         return resolved
 
 
-def _has_new(stream: Stream, group: ConsumerGroup) -> bool:
-    """Whether a live entry lies after the group's last delivered ID."""
+def _has_new(stream: Stream, group: ConsumerGroup, consumer: bytes) -> bool:
+    """Whether a live entry lies after the group's last delivered ID (in a KEYSHARED group: one for consumer)."""
+    if group.keyshared is not None:
+        return keyshared.can_deliver(stream, group, consumer)
     return len(stream) > 0 and stream.last_valid_id() > group.last_id
 
 
@@ -424,6 +434,10 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
             from .claim import read_claim
 
             entries = read_claim(stream, group, consumer, request.group, count, request.noack, request.claim, now, key, effects, caps)
+            if entries is not None:
+                served.append((key, entries))
+        elif group.keyshared is not None:
+            entries = keyshared.read_new(ctx, stream, group, consumer, key, request.group, request.count, now, effects)
             if entries is not None:
                 served.append((key, entries))
         else:
@@ -531,6 +545,8 @@ def xreadgroup(ctx, argv):
     for key, _stream, group, _start in resolved:
         consumer, _created = group.consumer(request.consumer, now)
         consumer.seen_time = now
+        if group.keyshared is not None:
+            keyshared.join_for_read(key, request.group, group, request.consumer, effects)
         effects.append(consumer_effect(key, request.group, consumer))
 
     def attempt():
@@ -560,7 +576,7 @@ def xreadgroup(ctx, argv):
 def _ready(request: ReadGroupRequest, stream: Stream, group: ConsumerGroup, now: int) -> bool:
     """Whether a `>` read has something to deliver now: new entries, or with CLAIM claimable ones."""
     if request.claim is None:
-        return _has_new(stream, group)
+        return _has_new(stream, group, request.consumer)
     from .claim import can_serve
 
     return can_serve(stream, group, request.claim, now)
@@ -723,6 +739,8 @@ def xclaim(ctx, argv):
             if not force:
                 continue
             pending = pel[entry_id] = PendingEntry(None, now)
+            if group.keyshared is not None:
+                keyshared.claimed_new(stream, group, entry_id, consumer)
         elif min_idle and pending.consumer is not None and now - pending.delivery_time < min_idle:
             continue  # (a NACKed entry is claimable whatever the idle time asked)
         pending = group.transfer(entry_id, pending, consumer)
@@ -734,6 +752,8 @@ def xclaim(ctx, argv):
         reply.append(_entry_reply(stream, entry_id, justid))
         consumer.active_time = now
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+    if group.keyshared is not None and not ctx.loading:
+        keyshared.pull_siblings(stream, group, consumer, ids, key, group_name, delivery_time, justid, retry_count, reply, effects, _entry_reply)
     effects.append(consumer_effect(key, group_name, consumer))
     return reply, effects
 
@@ -797,6 +817,8 @@ def xautoclaim(ctx, argv):
         consumer.active_time = now
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
     cursor = candidates[examined] if examined < len(candidates) else 0
+    if group.keyshared is not None:
+        keyshared.pull_siblings(stream, group, consumer, candidates[:examined], key, group_name, now, justid, -1, claimed, effects, _entry_reply)
     effects.append(consumer_effect(key, group_name, consumer))
     return [format_id(cursor), claimed, deleted], effects
 
@@ -833,6 +855,8 @@ def xinfo_groups(ctx, argv):
             from .retention import group_fields
 
             info.update(group_fields(stream, name, group))
+        if group.keyshared is not None:
+            keyshared.group_info(stream, group, info, exact)
         reply.append(info)
     return reply
 
@@ -848,16 +872,17 @@ def xinfo_consumers(ctx, argv):
     reply = []
     for name, consumer in sorted(group.consumers.items()):
         active = consumer.active_time
-        reply.append(
-            Map(
-                {
-                    b"name": name,
-                    b"pending": len(consumer.pel),
-                    b"idle": max(now - consumer.seen_time, 0),
-                    b"inactive": now - active if active != -1 else -1,
-                }
-            )
+        fields = Map(
+            {
+                b"name": name,
+                b"pending": len(consumer.pel),
+                b"idle": max(now - consumer.seen_time, 0),
+                b"inactive": now - active if active != -1 else -1,
+            }
         )
+        if group.keyshared is not None:
+            keyshared.consumer_info(group, name, fields)
+        reply.append(fields)
     return reply
 
 
@@ -903,5 +928,8 @@ def full_groups(stream: Stream, count: int, exact: bool = False) -> list[Map]:
         )
     return reply
 
+
+# KEYSHARED groups (issue 22) hook into the handlers above; imported last: its XGROUP subcommands need the container.
+from . import keyshared  # noqa: E402
 
 __all__ = ["full_groups", "parse_strict_id"]

@@ -1,0 +1,529 @@
+"""KEYSHARED consumer groups: key-ordered delivery with draining hashes (issue 22; storage/keyshared.py).
+
+Commands:
+
+- `XGROUP CREATE key group id ... KEYSHARED field` (the option is parsed here,
+  see `split_create_option`);
+- `XGROUP SETCONFIG key group [KEYSHARED field | KEYSHARED OFF]
+  [SESSION-TIMEOUT ms] [LOOKAHEAD n]`;
+- `XGROUP LEAVE key group consumer`: the consumer leaves the ring, its pending
+  entries go back to the group for their new owners -> how many it had;
+- `XINFO KEYSHARED key group [consumer]`: ring ranges and draining hashes.
+
+Effects (ARCHITECTURE.md rule 4): who gets what is decided here, on the
+primary, and travels as explicit effects: `XCLAIM ... FORCE JUSTID` for every
+delivery, `XGROUP SETID ... ENTRIESREAD` for the cursor, `XGROUP LEAVE` for a
+leave (also the primary's session-timeout decision), and two effect-only
+subcommands, refused to ordinary clients: `XGROUP JOIN key group consumer`
+(ring membership, in join order) and `XGROUP DEFER|UNDEFER key group id ...`
+(the deferred set). Replayed, they rebuild exactly the same state.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import ReplyError, arg_text, subcommand_error
+from protocol.reply import OK, Entries, Map
+from storage.keyshared import NONE_KEY, HashRing, KeyShared, held_back, sticky_hash
+from storage.lag import register_held_back
+from storage.stream import Stream, _expand
+from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
+
+from ..command import command
+from .args import to_int
+from .stream_args import lookup_stream, read_stream
+
+register_held_back(lambda _stream, group: held_back(group))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
+
+NOT_KEYSHARED = "ERR The consumer group '{}' is not KEYSHARED"
+NOACK_REFUSED = "ERR NOACK is not allowed in a KEYSHARED consumer group: entries without a pending entry cannot keep their key at one consumer"
+CLAIM_REFUSED = "ERR XREADGROUP CLAIM is not allowed in a KEYSHARED consumer group: use XCLAIM or XAUTOCLAIM, which move a key's pending entries together"
+NACK_REFUSED = "ERR XNACK is not allowed in a KEYSHARED consumer group: a released entry would leave its key's other pending entries at their owner"
+INTERNAL = "ERR XGROUP {} is an internal command, only for replication and AOF loading"
+
+
+def _no_such_group(group: bytes, key: bytes) -> ReplyError:
+    return ReplyError(f"NOGROUP No such consumer group '{arg_text(group)}' for key name '{arg_text(key)}'")
+
+
+def _group(ctx, key: bytes, name: bytes, keyshared: bool = True):
+    stream = lookup_stream(ctx, key)
+    if stream is None:
+        raise ReplyError("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
+    group = stream.groups.get(name)
+    if group is None:
+        raise _no_such_group(name, key)
+    if keyshared and group.keyshared is None:
+        raise ReplyError(NOT_KEYSHARED.format(arg_text(name)))
+    return stream, group
+
+
+# -- CREATE's option ------------------------------------------------------------------
+
+
+def split_create_option(argv: list[bytes]) -> tuple[list[bytes], bytes | None]:
+    """XGROUP CREATE's argv without `KEYSHARED field` (anywhere after the ID), and the field."""
+    for i in range(5, len(argv) - 1):
+        if argv[i].upper() == b"KEYSHARED":
+            return argv[:i] + argv[i + 2 :], argv[i + 1]
+    return argv, None
+
+
+def make_keyshared(stream: Stream, group, field: bytes) -> None:
+    """Turn group into a KEYSHARED group on field (or re-key it), indexing its pending entries."""
+    old = group.keyshared
+    state = KeyShared(field)
+    if old is not None:
+        state.session_timeout, state.lookahead = old.session_timeout, old.lookahead
+        for name in old.ring.members:
+            state.ring.add(name)
+    group.keyshared = state
+    for entry_id, pending in group.pel.items():
+        owner = pending.consumer.name if pending.consumer is not None else None  # None: NACKed, pending at nobody
+        state.track(entry_id, state.hash_of(stream.get(entry_id)), owner)
+    if old is not None:
+        for entry_id in sorted(old.deferred):
+            state.defer(entry_id, state.hash_of(stream.get(entry_id)))
+
+
+# -- XGROUP SETCONFIG / LEAVE / JOIN / DEFER / UNDEFER ----------------------------------
+
+
+def config_effect(key: bytes, name: bytes, state: KeyShared | None) -> list[bytes]:
+    if state is None:
+        return [b"XGROUP", b"SETCONFIG", key, name, b"KEYSHARED", b"OFF"]
+    return [
+        b"XGROUP", b"SETCONFIG", key, name, b"KEYSHARED", state.field,
+        b"SESSION-TIMEOUT", b"%d" % state.session_timeout, b"LOOKAHEAD", b"%d" % state.lookahead,
+    ]  # fmt: skip
+
+
+@command("xgroup|setconfig", -6, "write", keys=(2, 2, 1), group="stream", summary="Sets a consumer group's KEYSHARED configuration (Millrace).", since="8.2.0")
+def xgroup_setconfig(ctx, argv):
+    """XGROUP SETCONFIG key group [KEYSHARED field | KEYSHARED OFF] [SESSION-TIMEOUT ms] [LOOKAHEAD n] -> OK"""
+    field = None
+    off = False
+    timeout = lookahead = None
+    i = 4
+    while i < len(argv):
+        option = argv[i].upper()
+        if i + 1 >= len(argv):
+            raise subcommand_error(argv)
+        value = argv[i + 1]
+        if option == b"KEYSHARED":
+            off = value.upper() == b"OFF"
+            field = None if off else value
+        elif option == b"SESSION-TIMEOUT":
+            timeout = to_int(value)
+            if timeout < 0:
+                raise ReplyError("ERR SESSION-TIMEOUT must be positive or 0")
+        elif option == b"LOOKAHEAD":
+            lookahead = to_int(value)
+            if not 0 <= lookahead <= 1_000_000:
+                raise ReplyError("ERR LOOKAHEAD must be between 0 and 1000000")
+        else:
+            raise subcommand_error(argv)
+        i += 2
+    key, name = argv[2], argv[3]
+    stream, group = _group(ctx, key, name, keyshared=False)
+    if off:
+        if timeout is not None or lookahead is not None:
+            raise ReplyError("ERR SESSION-TIMEOUT and LOOKAHEAD need a KEYSHARED group")
+        if group.keyshared is not None and group.keyshared.deferred:
+            raise ReplyError(
+                f"ERR KEYSHARED cannot be turned off while {len(group.keyshared.deferred)} entries are deferred; "
+                "let the consumers read them or move the group with XGROUP SETID"
+            )
+        group.keyshared = None
+        return OK, [config_effect(key, name, None)]
+    if field is None and group.keyshared is None:
+        raise ReplyError(NOT_KEYSHARED.format(arg_text(name)))
+    if field is not None and (group.keyshared is None or group.keyshared.field != field):
+        make_keyshared(stream, group, field)
+    state = group.keyshared
+    if timeout is not None:
+        state.session_timeout = timeout
+    if lookahead is not None:
+        state.lookahead = lookahead
+    return OK, [config_effect(key, name, state)]
+
+
+def leave(stream: Stream, group, name: bytes) -> int:
+    """The consumer leaves the ring; its pending entries go back to the group (deferred, for their new owners)."""
+    state = group.keyshared
+    state.remove_member(name)
+    consumer = group.consumers.get(name)
+    if consumer is None or not consumer.pel:
+        return 0
+    ids = list(consumer.pel)
+    hashes = [state.pel_hash.get(i) or state.hash_of(stream.get(i)) for i in ids]
+    group.ack_many(ids)
+    for entry_id, hash_value in zip(ids, hashes, strict=True):
+        state.defer(entry_id, hash_value)
+    return len(ids)
+
+
+@command("xgroup|leave", 5, "write", keys=(2, 2, 1), group="stream", summary="Removes a consumer from a KEYSHARED group's ring, releasing its pending entries (Millrace).", since="8.2.0")
+def xgroup_leave(ctx, argv):
+    """XGROUP LEAVE key group consumer -> the number of pending entries released to the group."""
+    stream, group = _group(ctx, argv[2], argv[3])
+    was_member = argv[4] in group.keyshared.ring.members
+    released = leave(stream, group, argv[4])
+    if not was_member and not released:
+        return 0, []
+    return released, [[b"XGROUP", b"LEAVE", argv[2], argv[3], argv[4]]]
+
+
+def delconsumer(ctx, argv, stream: Stream, group):
+    """XGROUP DELCONSUMER in a KEYSHARED group: a leave (pending entries released, not discarded), then the deletion."""
+    released = leave(stream, group, argv[4])
+    if group.delete_consumer(argv[4]) is None:
+        return 0, []
+    return released, [[b"XGROUP", b"DELCONSUMER", argv[2], argv[3], argv[4]]]
+
+
+def _internal(ctx, argv) -> None:
+    if not ctx.loading:
+        raise ReplyError(INTERNAL.format(arg_text(argv[1]).upper()))
+
+
+def _join_effect(key: bytes, name: bytes, consumer: bytes) -> list[bytes]:
+    return [b"XGROUP", b"JOIN", key, name, consumer]
+
+
+@command("xgroup|join", 5, "write", keys=(2, 2, 1), group="stream", summary="Effect: adds a consumer to a KEYSHARED group's ring (Millrace, internal).", since="8.2.0")
+def xgroup_join(ctx, argv):
+    """XGROUP JOIN key group consumer -> 1 if it joined (replication and AOF loading only)."""
+    _internal(ctx, argv)
+    _stream, group = _group(ctx, argv[2], argv[3])
+    group.consumer(argv[4], ctx.server.now)
+    joined = group.keyshared.join(argv[4])
+    return int(joined), [_join_effect(argv[2], argv[3], argv[4])] if joined else []
+
+
+@command("xgroup|defer", -5, "write", keys=(2, 2, 1), group="stream", summary="Effect: entries a KEYSHARED group passed over (Millrace, internal).", since="8.2.0")
+def xgroup_defer(ctx, argv):
+    """XGROUP DEFER key group id [id ...] -> OK (replication and AOF loading only)."""
+    _internal(ctx, argv)
+    stream, group = _group(ctx, argv[2], argv[3])
+    state = group.keyshared
+    for arg in argv[4:]:
+        entry_id = parse_strict_id(arg)
+        state.defer(entry_id, state.hash_of(stream.get(entry_id)))
+    return OK, [list(argv)]
+
+
+@command("xgroup|undefer", -5, "write", keys=(2, 2, 1), group="stream", summary="Effect: entries leaving a KEYSHARED group's deferred set (Millrace, internal).", since="8.2.0")
+def xgroup_undefer(ctx, argv):
+    """XGROUP UNDEFER key group id [id ...] -> OK (replication and AOF loading only)."""
+    _internal(ctx, argv)
+    _stream, group = _group(ctx, argv[2], argv[3])
+    group.keyshared.undefer([parse_strict_id(arg) for arg in argv[4:]])
+    return OK, [list(argv)]
+
+
+def setid_hook(ctx, key: bytes, name: bytes, group) -> list:
+    """A client's XGROUP SETID in a KEYSHARED group: every entry up to the new position counts as read,
+    so the deferred set is cleared (its UNDEFER effect; a replayed SETID leaves the set alone)."""
+    state = group.keyshared
+    if state is None or ctx.loading or not state.deferred:
+        return []
+    return [[b"XGROUP", b"UNDEFER", key, name, *format_ids(state.clear_deferred())]]
+
+
+# -- delivery ---------------------------------------------------------------------------
+
+
+def _key_of(fields: tuple[bytes, ...], row: list, field: bytes) -> bytes:
+    """An entry's key from its node row (no flat list built)."""
+    if row[0] is not None:
+        try:
+            return row[fields.index(field)]
+        except ValueError:
+            return NONE_KEY
+    flat = row
+    for i in range(1, len(flat) - 1, 2):
+        if flat[i] == field:
+            return flat[i + 1]
+    return NONE_KEY
+
+
+def _new_entries(stream: Stream, after: int, chunk: int):
+    """(id, node fields, row) of live entries after `after`, in order, read a few nodes at a time."""
+    while True:
+        spans = stream.spans(after + 1, MAX_ID, chunk)
+        if not spans:
+            return
+        for node, ids, rows, lo, hi in spans:
+            fields = node.fields
+            for j in range(lo, hi):
+                yield ids[j], fields, rows[j]
+        after = spans[-1][1][spans[-1][4] - 1]
+
+
+def _ring_for(state: KeyShared, name: bytes) -> HashRing:
+    if name in state.ring.members:
+        return state.ring
+    ring = HashRing()
+    for member in state.ring.members:
+        ring.add(member)
+    ring.add(name)
+    return ring
+
+
+def can_deliver(stream: Stream, group, name: bytes) -> bool:
+    """Whether a `>` read by name would deliver something now (pure: what a blocked reader waits for)."""
+    state = group.keyshared
+    ring = _ring_for(state, name)
+    draining_elsewhere = state.draining_elsewhere
+    deferred = state.deferred
+    candidates = state.queues.get(name, ()) if ring is state.ring else sorted(i for i, h in deferred.items() if ring.select(h) == name)
+    for entry_id in candidates:
+        if not draining_elsewhere(deferred[entry_id], name) and stream.get(entry_id) is not None:
+            return True
+    room = state.lookahead_limit() - len(deferred)
+    held = set(state.deferred_hashes)
+    select, field, pel = ring.select, state.field, group.pel
+    for entry_id, fields, row in _new_entries(stream, group.last_id, 256):
+        if entry_id in pel or entry_id in deferred:
+            continue
+        h = sticky_hash(_key_of(fields, row, field))
+        if h not in held and select(h) == name and not draining_elsewhere(h, name):
+            return True
+        if room <= 0:
+            return False
+        room -= 1
+        held.add(h)
+    return False
+
+
+def join_for_read(key: bytes, group_name: bytes, group, name: bytes, effects: list) -> None:
+    """A consumer joins the ring by reading (also when it is about to block)."""
+    if group.keyshared.join(name):
+        effects.append(_join_effect(key, group_name, name))
+
+
+def expire_sessions(stream: Stream, group, key: bytes, group_name: bytes, reader: bytes, now: int, effects: list) -> None:
+    """Members silent for longer than SESSION-TIMEOUT leave, decided here on the primary (an XGROUP LEAVE effect)."""
+    state = group.keyshared
+    timeout = state.session_timeout
+    if not timeout:
+        return
+    consumers = group.consumers
+    for member in list(state.ring.members):
+        consumer = consumers.get(member)
+        if member != reader and (consumer is None or now - consumer.seen_time > timeout):
+            leave(stream, group, member)
+            effects.append([b"XGROUP", b"LEAVE", key, group_name, member])
+
+
+def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list) -> Entries | None:
+    """`XREADGROUP ... >` in a KEYSHARED group, one atomic step (Pulsar's dispatcher, PIP-379):
+
+    1. the caller's deferred entries, oldest first, whose hash does not drain at another consumer;
+    2. then the entries after last-delivered-id: the caller's are delivered; those of other
+       consumers, of hashes with older deferred entries, or of hashes draining elsewhere are
+       deferred, until the deferred set reaches the look-ahead bound.
+
+    None when nothing was delivered (what was deferred on the way still changed the group).
+    """
+    state = group.keyshared
+    name = consumer.name
+    if not ctx.loading:
+        expire_sessions(stream, group, key, group_name, name, now, effects)
+    join_for_read(key, group_name, group, name, effects)
+    want = count or None
+    delivered: list[int] = []
+    bodies: list[list[bytes]] = []
+    held: set[int] = set()  # hashes passed over in this read: their later entries wait too (order)
+    draining_elsewhere = state.draining_elsewhere
+    deferred = state.deferred
+    blocked = state.blocked
+    gone: list[int] = []
+    taken: list[int] = []
+    for entry_id in state.queues.get(name, ()):
+        if want is not None and len(delivered) >= want:
+            break
+        h = deferred[entry_id]
+        if h in held:
+            continue
+        if draining_elsewhere(h, name):
+            held.add(h)
+            blocked[h] = blocked.get(h, 0) + 1
+            continue
+        fields = stream.get(entry_id)
+        if fields is None:
+            gone.append(entry_id)
+            continue
+        delivered.append(entry_id)
+        bodies.append(fields)
+        taken.append(entry_id)
+    if gone or taken:
+        state.undefer(gone + taken)
+    if gone:
+        effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
+    scanned: list[int] = []
+    newly: list[int] = []
+    if want is None or len(delivered) < want:
+        room = state.lookahead_limit() - len(deferred)
+        deferred_hashes = state.deferred_hashes
+        select, field, pel = state.ring.select, state.field, group.pel
+        chunk = 256 if want is None else max(want - len(delivered), 16)
+        for entry_id, fields, row in _new_entries(stream, group.last_id, chunk):
+            if want is not None and len(delivered) >= want:
+                break
+            if entry_id in pel or entry_id in deferred:
+                scanned.append(entry_id)
+                continue
+            h = sticky_hash(_key_of(fields, row, field))
+            if select(h) == name and h not in deferred_hashes and not draining_elsewhere(h, name):
+                delivered.append(entry_id)
+                bodies.append(_expand(fields, row))
+                scanned.append(entry_id)
+                continue
+            if room <= 0:
+                break  # the look-ahead is full: this entry stays after the cursor
+            room -= 1
+            if draining_elsewhere(h, name):
+                blocked[h] = blocked.get(h, 0) + 1
+            state.defer(entry_id, h)
+            newly.append(entry_id)
+            scanned.append(entry_id)
+    if newly:
+        effects.append([b"XGROUP", b"DEFER", key, group_name, *format_ids(newly)])
+    if scanned:
+        group.advance_many(stream, scanned)
+    if not delivered:
+        if scanned:
+            effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
+        return None
+    order = sorted(range(len(delivered)), key=delivered.__getitem__)
+    delivered = [delivered[i] for i in order]
+    bodies = [bodies[i] for i in order]
+    group.add_new(delivered, consumer, now)
+    for entry_id, fields in zip(delivered, bodies, strict=True):
+        state.track(entry_id, state.hash_of(fields), name)
+    consumer.active_time = now
+    wire_ids = format_ids(delivered)
+    effects.append(
+        [b"XCLAIM", key, group_name, name, b"0", *wire_ids, b"TIME", b"%d" % now,
+         b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id)]
+    )  # fmt: skip
+    if scanned:
+        effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
+    return Entries([wire, fields] for wire, fields in zip(wire_ids, bodies, strict=True))
+
+
+# -- claims: a hash moves as a whole ------------------------------------------------------
+
+
+def claimed_new(stream: Stream, group, entry_id: int, consumer) -> None:
+    """XCLAIM FORCE made entry_id pending (also when a delivery is replayed): index it."""
+    state = group.keyshared
+    state.track(entry_id, state.hash_of(stream.get(entry_id)), consumer.name)
+
+
+def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, group_name: bytes, now: int, justid: bool, retry_count: int, replies: list, effects: list, entry_reply) -> None:
+    """After a client's claim: every other pending entry of each claimed hash moves to the claimer too,
+    so no key is pending at two consumers (the reply may exceed COUNT; order is not promised)."""
+    from .groups import xclaim_effect
+
+    state = group.keyshared
+    pel = group.pel
+    hashes = {state.pel_hash[i] for i in claimed_ids if i in state.pel_hash and pel[i].consumer is consumer}
+    if not hashes:
+        return
+    siblings = sorted(i for i, h in state.pel_hash.items() if h in hashes and pel[i].consumer is not consumer)
+    for entry_id in siblings:
+        pending = pel[entry_id]
+        if stream.get(entry_id) is None:
+            group.drop_pending(entry_id)
+            effects.append([b"XACK", key, group_name, format_id(entry_id)])
+            continue
+        pending = group.transfer(entry_id, pending, consumer)
+        pending.delivery_time = now
+        if retry_count >= 0:
+            pending.delivery_count = retry_count
+        elif not justid:
+            pending.delivery_count += 1
+        replies.append(entry_reply(stream, entry_id, justid))
+        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+
+
+# -- observability ------------------------------------------------------------------------
+
+
+def group_info(stream: Stream, group, fields: dict, exact: bool) -> None:
+    """XINFO GROUPS for a KEYSHARED group: deferred entries count in lag, not in entries-read; draining counters.
+
+    With `stream-exact-lag yes` the lag has them already (storage/lag.py asks `held_back`)."""
+    state = group.keyshared
+    back = held_back(group)
+    if back:
+        if fields[b"lag"] is not None and not exact:
+            fields[b"lag"] += back
+        if fields[b"entries-read"] is not None:
+            fields[b"entries-read"] = max(fields[b"entries-read"] - back, 0)
+    draining = state.draining()
+    fields[b"key-shared-field"] = state.field
+    fields[b"deferred"] = back
+    fields[b"draining-hashes"] = len(draining)
+    fields[b"draining-unacked"] = sum(state.hash_pending[h] for h in draining)
+
+
+def consumer_info(group, name: bytes, fields: dict) -> None:
+    """XINFO CONSUMERS for a KEYSHARED group: ring membership and the consumer's draining hashes."""
+    state = group.keyshared
+    mine = [h for h, owner in state.draining().items() if owner == name]
+    fields[b"member"] = int(name in state.ring.members)
+    fields[b"draining-hashes"] = len(mine)
+    fields[b"draining-unacked"] = sum(state.hash_pending[h] for h in mine)
+    fields[b"blocked-attempts"] = sum(state.blocked.get(h, 0) for h in state.hash_pending if state.ring.select(h) == name)
+
+
+@command("xinfo|keyshared", -4, "readonly", keys=(2, 2, 1), group="stream", summary="Returns a KEYSHARED group's ring ranges and draining hashes (Millrace).", since="8.2.0")
+def xinfo_keyshared(ctx, argv):
+    """XINFO KEYSHARED key group [consumer] -> the group's configuration and, per consumer, its hash ranges and draining hashes."""
+    if len(argv) > 5:
+        raise ReplyError("ERR syntax error")
+    stream = read_stream(ctx, argv[2])
+    if stream is None:
+        raise ReplyError("ERR no such key")
+    group = stream.groups.get(argv[3])
+    if group is None:
+        raise _no_such_group(argv[3], argv[2])
+    state = group.keyshared
+    if state is None:
+        raise ReplyError(NOT_KEYSHARED.format(arg_text(argv[3])))
+    ranges = state.ring.ranges()
+    draining = state.draining()
+    oldest: dict[int, int] = {}
+    for entry_id, h in state.pel_hash.items():
+        if h in draining and (h not in oldest or entry_id < oldest[h]):
+            oldest[h] = entry_id
+    names = sorted(set(group.consumers) | set(state.ring.members))
+    if len(argv) == 5:
+        names = [n for n in names if n == argv[4]]
+    consumers = []
+    for name in names:
+        hashes = [
+            Map({
+                b"hash": h, b"owner": name, b"unacked": state.hash_pending[h],
+                b"blocked-attempts": state.blocked.get(h, 0), b"oldest-pending-id": format_id(oldest[h]),
+            })  # fmt: skip
+            for h in sorted(draining)
+            if draining[h] == name
+        ]
+        consumers.append(
+            Map({
+                b"name": name, b"member": int(name in state.ring.members), b"hash-ranges": ranges.get(name, []),
+                b"deferred": len(state.queues.get(name, ())) if name in state.ring.members else 0,
+                b"draining-hashes": hashes,
+            })  # fmt: skip
+        )
+    return Map({
+        b"field": state.field, b"session-timeout": state.session_timeout, b"lookahead": state.lookahead_limit(),
+        b"points": 100, b"members": len(state.ring.members), b"deferred": len(state.deferred),
+        b"draining-hashes": len(draining), b"draining-unacked": sum(state.hash_pending[h] for h in draining),
+        b"consumers": consumers,
+    })  # fmt: skip
+

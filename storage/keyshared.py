@@ -1,0 +1,361 @@
+"""Key-ordered delivery for a consumer group (Pulsar 4.0's Key_Shared with draining hashes, PIP-379).
+
+The contract: in a KEYSHARED group the entries of one key are delivered, and
+may be pending, at only one consumer at a time, and a consumer receives a
+key's entries in stream order (not promised after an explicit re-delivery:
+XCLAIM, XAUTOCLAIM). The key of an entry is the value of the group's field;
+entries without the field share the key `NONE_KEY`, as in Pulsar.
+
+Hashing is Pulsar's, so the same keys and consumer names give the same
+assignment: `sticky_hash(key) = (murmur3_32(key) & 0x7fffffff) % 65535 + 1`,
+and a consistent-hash ring where each consumer has 100 points, point i of
+consumer `name` being `sticky_hash(name + b"\\0" + b"0" + b"\\0" + str(i))`
+(the `0` is Pulsar's consumer-name index, always 0 here: names are unique in
+a group). A hash goes to the consumer of the first point >= it, wrapping to
+the first point; when two consumers' points collide the first to join keeps
+the point and the next one takes it over when it leaves.
+
+State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
+
+- the ring (members in join order, which decides collisions);
+- `pel_hash` (pending ID -> hash), `hash_pending` (hash -> pending count) and
+  `hash_owner` (hash -> the one consumer holding its pending entries),
+  kept in step with the PEL by the group's hooks;
+- `deferred` (ID -> hash): entries below the group's last-delivered-id that
+  were passed over for another consumer or held back (Pulsar's replay
+  queue), bounded by the look-ahead; `queues` indexes them by the consumer
+  the ring gives their hash to (rebuilt when the ring changes).
+
+A hash *drains* at its owner when it has pending entries there but the ring
+now gives it to someone else: `draining(h) <=> hash_pending[h] > 0 and
+hash_owner[h] != ring(h)`. It is derived from the PEL index, never a separate
+reference count (Pulsar's counter needed a post-release fix for a stuck
+state); a hash that moves back to its owner stops draining at once.
+
+For lag: `held_back(group)` is the number of entries the group has passed over
+and not delivered yet (the deferred set). A group's `>` cursor has moved past
+them, so an exact lag is the entries after last-delivered-id plus
+`held_back(group)`, and the entries the group has really read are
+entries-read minus `held_back(group)`.
+
+Pure: no clock, no I/O; times come in as arguments. Blocked-attempt counters
+are statistics (like INFO stats): not persisted, not replicated.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
+RANGE_SIZE = 65535  # hashes are 1..65535 (0 is Pulsar's "not set")
+POINTS = 100  # ring points per consumer (subscriptionKeySharedConsistentHashingReplicaPoints)
+LOOKAHEAD_PER_CONSUMER = 2000  # keySharedLookAheadMsgInReplayThresholdPerConsumer
+LOOKAHEAD_MAX = 20000  # keySharedLookAheadMsgInReplayThresholdPerSubscription
+
+_M32 = 0xFFFFFFFF
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit of data, as an unsigned int (Austin Appleby's algorithm)."""
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & _M32
+    n = len(data)
+    end = n & ~3
+    for i in range(0, end, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * c1) & _M32
+        k = ((k << 15) | (k >> 17)) & _M32
+        k = (k * c2) & _M32
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & _M32
+        h = (h * 5 + 0xE6546B64) & _M32
+    k = 0
+    for i in range(n - end):
+        k |= data[end + i] << (8 * i)
+    if n - end:
+        k = (k * c1) & _M32
+        k = ((k << 15) | (k >> 17)) & _M32
+        k = (k * c2) & _M32
+        h ^= k
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _M32
+    h ^= h >> 16
+    return h
+
+
+_hash_cache: dict[bytes, int] = {}
+
+
+def sticky_hash(key: bytes) -> int:
+    """Pulsar 4.0's sticky-key hash of key, in 1..65535 (memoized: a stream has far fewer keys than entries)."""
+    value = _hash_cache.get(key)
+    if value is None:
+        if len(_hash_cache) >= 1 << 16:
+            _hash_cache.clear()
+        value = _hash_cache[key] = (murmur3_32(key) & 0x7FFFFFFF) % RANGE_SIZE + 1
+    return value
+
+
+def point_hashes(name: bytes, points: int = POINTS) -> list[int]:
+    """The ring points of the consumer called name (Pulsar's name + NUL + name-index + NUL + i)."""
+    return [sticky_hash(b"%s\x000\x00%d" % (name, i)) for i in range(points)]
+
+
+def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
+    """The key of an entry (its flat field/value list): the value of field, or NONE_KEY without it."""
+    if fields is not None:
+        for i in range(0, len(fields) - 1, 2):
+            if fields[i] == field:
+                return fields[i + 1]
+    return NONE_KEY
+
+
+class HashRing:
+    """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
+
+    __slots__ = ("members", "points", "owners", "selected")
+
+    def __init__(self) -> None:
+        self.members: list[bytes] = []  # join order: it decides who keeps a colliding point
+        self.points: list[int] = []  # sorted ring points
+        self.owners: dict[int, list[bytes]] = {}  # point -> consumers on it, the first selected
+        self.selected: list[bytes] = []  # owners[points[i]][0], for select()
+
+    def __contains__(self, name: bytes) -> bool:
+        return name in self.members
+
+    def add(self, name: bytes) -> None:
+        if name in self.members:
+            return
+        self.members.append(name)
+        for point in point_hashes(name):
+            holders = self.owners.get(point)
+            if holders is None:
+                self.owners[point] = [name]
+            elif name not in holders:  # a consumer's own points may collide too: once is enough
+                holders.append(name)
+        self._reindex()
+
+    def remove(self, name: bytes) -> None:
+        if name not in self.members:
+            return
+        self.members.remove(name)
+        for point in set(point_hashes(name)):
+            holders = self.owners[point]
+            holders.remove(name)
+            if not holders:
+                del self.owners[point]
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self.points = sorted(self.owners)
+        self.selected = [self.owners[p][0] for p in self.points]
+
+    def select(self, hash_value: int) -> bytes | None:
+        """The consumer whose point is the first >= hash_value (wrapping), None on an empty ring."""
+        points = self.points
+        if not points:
+            return None
+        i = bisect_left(points, hash_value)
+        return self.selected[i if i < len(points) else 0]
+
+    def ranges(self) -> dict[bytes, list[list[int]]]:
+        """Each member's hash ranges [[start, end], ...] over 1..65535, adjacent ranges joined."""
+        out: dict[bytes, list[list[int]]] = {name: [] for name in self.members}
+        spans: list[list] = []  # [start, end, owner] in hash order
+        start = 1
+        for point, owner in zip(self.points, self.selected, strict=True):
+            spans.append([start, point, owner])
+            start = point + 1
+        if self.points and start <= RANGE_SIZE:
+            spans.append([start, RANGE_SIZE, self.selected[0]])  # the wrap-around goes to the first point
+        merged: list[list] = []
+        for span in spans:
+            if merged and merged[-1][2] == span[2]:
+                merged[-1][1] = span[1]
+            else:
+                merged.append(span)
+        for start, end, owner in merged:
+            out[owner].append([start, end])
+        return out
+
+
+class KeyShared:
+    """A KEYSHARED group's configuration, ring, PEL hash index and deferred entries (see the module docstring)."""
+
+    __slots__ = (
+        "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
+        "deferred", "deferred_hashes", "queues", "blocked",
+    )  # fmt: skip
+
+    def __init__(self, field: bytes, session_timeout: int = 0, lookahead: int = 0) -> None:
+        self.field = field
+        self.session_timeout = session_timeout  # ms without a read before a member leaves; 0: never
+        self.lookahead = lookahead  # deferred-set bound; 0: Pulsar's 2000 per consumer, at most 20000
+        self.ring = HashRing()
+        self.pel_hash: dict[int, int] = {}
+        self.hash_pending: dict[int, int] = {}
+        self.hash_owner: dict[int, bytes] = {}
+        self.deferred: dict[int, int] = {}
+        self.deferred_hashes: dict[int, int] = {}
+        self.queues: dict[bytes | None, list[int]] = {}
+        self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
+
+    # -- configuration -------------------------------------------------------------
+
+    def lookahead_limit(self) -> int:
+        if self.lookahead:
+            return self.lookahead
+        return min(LOOKAHEAD_PER_CONSUMER * max(len(self.ring.members), 1), LOOKAHEAD_MAX)
+
+    def hash_of(self, fields: list[bytes] | None) -> int:
+        return sticky_hash(entry_key(fields, self.field))
+
+    # -- membership ----------------------------------------------------------------
+
+    def join(self, name: bytes) -> bool:
+        """Add a consumer to the ring; whether it was not a member."""
+        if name in self.ring.members:
+            return False
+        self.ring.add(name)
+        self._requeue()
+        return True
+
+    def remove_member(self, name: bytes) -> bool:
+        if name not in self.ring.members:
+            return False
+        self.ring.remove(name)
+        self._requeue()
+        return True
+
+    def _requeue(self) -> None:
+        """Rebuild the per-consumer index of the deferred set after the ring moved."""
+        select = self.ring.select
+        queues: dict[bytes | None, list[int]] = {}
+        for entry_id in sorted(self.deferred):
+            queues.setdefault(select(self.deferred[entry_id]), []).append(entry_id)
+        self.queues = queues
+
+    # -- the PEL index (the group's hooks call these) --------------------------------
+
+    def track(self, entry_id: int, hash_value: int, owner: bytes) -> None:
+        """entry_id became pending at owner (a delivery or a forced claim); it is no longer deferred."""
+        if entry_id in self.deferred:
+            self.undefer([entry_id])
+        old = self.pel_hash.get(entry_id)
+        if old is None:
+            self.pel_hash[entry_id] = hash_value
+            self.hash_pending[hash_value] = self.hash_pending.get(hash_value, 0) + 1
+        self.hash_owner[self.pel_hash[entry_id]] = owner
+
+    def moved(self, entry_id: int, owner: bytes) -> None:
+        """A pending entry changed owner (XCLAIM, XAUTOCLAIM): its hash follows (all move together)."""
+        hash_value = self.pel_hash.get(entry_id)
+        if hash_value is not None:
+            self.hash_owner[hash_value] = owner
+
+    def forget(self, entry_ids) -> None:
+        """Pending entries acknowledged or dropped: their hashes' counts go down, drained hashes are released."""
+        pel_hash, hash_pending = self.pel_hash, self.hash_pending
+        for entry_id in entry_ids:
+            hash_value = pel_hash.pop(entry_id, None)
+            if hash_value is None:
+                continue
+            left = hash_pending[hash_value] - 1
+            if left:
+                hash_pending[hash_value] = left
+            else:
+                del hash_pending[hash_value]
+                del self.hash_owner[hash_value]
+                self.blocked.pop(hash_value, None)
+
+    def draining_elsewhere(self, hash_value: int, name: bytes) -> bool:
+        """Whether hash_value has pending entries at a consumer other than name."""
+        return hash_value in self.hash_pending and self.hash_owner[hash_value] != name
+
+    def draining(self) -> dict[int, bytes]:
+        """Draining hashes -> the consumer they drain at (pending there, given to someone else by the ring)."""
+        select = self.ring.select
+        return {h: owner for h, owner in self.hash_owner.items() if select(h) != owner}
+
+    def pending_of_hash(self, hash_value: int) -> list[int]:
+        """The pending IDs of one hash, in order (a scan of the index: claims are rare)."""
+        return sorted(i for i, h in self.pel_hash.items() if h == hash_value)
+
+    # -- the deferred set --------------------------------------------------------------
+
+    def defer(self, entry_id: int, hash_value: int) -> None:
+        if entry_id in self.deferred:
+            return
+        self.deferred[entry_id] = hash_value
+        self.deferred_hashes[hash_value] = self.deferred_hashes.get(hash_value, 0) + 1
+        queue = self.queues.setdefault(self.ring.select(hash_value), [])
+        if not queue or entry_id > queue[-1]:
+            queue.append(entry_id)
+        else:
+            insort(queue, entry_id)
+
+    def undefer(self, entry_ids) -> None:
+        touched = set()
+        deferred, deferred_hashes = self.deferred, self.deferred_hashes
+        select = self.ring.select
+        for entry_id in entry_ids:
+            hash_value = deferred.pop(entry_id, None)
+            if hash_value is None:
+                continue
+            left = deferred_hashes[hash_value] - 1
+            if left:
+                deferred_hashes[hash_value] = left
+            else:
+                del deferred_hashes[hash_value]
+            touched.add(select(hash_value))
+        for owner in touched:
+            queue = self.queues.get(owner)
+            if queue is not None:
+                self.queues[owner] = [i for i in queue if i in deferred]
+
+    def clear_deferred(self) -> list[int]:
+        ids = sorted(self.deferred)
+        self.deferred.clear()
+        self.deferred_hashes.clear()
+        self.queues = {}
+        return ids
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def dump(self) -> dict:
+        """msgpack-able state; the deferred set and pending hashes as flat [id16, hash, ...] lists."""
+        return {
+            "field": self.field,
+            "session-timeout": self.session_timeout,
+            "lookahead": self.lookahead,
+            "members": list(self.ring.members),
+            "pending": [x for i, h in sorted(self.pel_hash.items()) for x in (i.to_bytes(16, "big"), h)],
+            "deferred": [x for i, h in sorted(self.deferred.items()) for x in (i.to_bytes(16, "big"), h)],
+        }
+
+    @classmethod
+    def load(cls, data: dict, pel) -> KeyShared:
+        """The inverse of dump(); pel is the group's PEL, which names each pending entry's owner."""
+        state = cls(data["field"], data.get("session-timeout", 0), data.get("lookahead", 0))
+        for name in data.get("members", []):
+            state.ring.add(name)
+        flat = data.get("pending", [])
+        for i in range(0, len(flat), 2):
+            entry_id = int.from_bytes(flat[i], "big")
+            pending = pel.get(entry_id)
+            if pending is not None:
+                state.track(entry_id, flat[i + 1], pending.consumer.name if pending.consumer is not None else None)
+        flat = data.get("deferred", [])
+        for i in range(0, len(flat), 2):
+            state.defer(int.from_bytes(flat[i], "big"), flat[i + 1])
+        return state
+
+
+def held_back(group) -> int:
+    """Entries a KEYSHARED group passed over and has not delivered yet (0 for a plain group): part of its lag."""
+    state = getattr(group, "keyshared", None)
+    return len(state.deferred) if state is not None else 0
