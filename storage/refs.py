@@ -35,10 +35,12 @@ class References:
         self.min_last_id = min((group.last_id for group in self.groups), default=MAX_ID)
 
     def referenced(self, entry_id: int) -> bool:
-        """Pending in some group, or not yet delivered to some group."""
+        """Pending in some group, or not yet delivered to some group (a KEYSHARED group's deferred entries too)."""
         if entry_id > self.min_last_id:
             return True
-        return any(entry_id in group.pel for group in self.groups)
+        return any(
+            entry_id in group.pel or (group.keyshared is not None and entry_id in group.keyshared.deferred) for group in self.groups
+        )
 
 
 def drop_references(stream: Stream, entry_ids: list[int]) -> dict[bytes, list[int]]:

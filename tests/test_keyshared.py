@@ -1,0 +1,294 @@
+"""KEYSHARED groups on the real server: commands, errors, blocking, leaves, claims, and durability.
+
+Which consumer a key belongs to is computed here with storage.keyshared's
+ring (checked against a brute-force ring in test_keyshared_ring.py), given the
+order in which consumers joined.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from storage.keyshared import HashRing, sticky_hash
+from tests.servers import start_millrace
+from tests.test_persistence import kill9, wait_for
+from tests.test_replication import caught_up
+
+KEYS = [b"order-%d" % i for i in range(60)]
+
+
+def ring_of(*members: bytes) -> HashRing:
+    ring = HashRing()
+    for name in members:
+        ring.add(name)
+    return ring
+
+
+def keys_of(ring: HashRing, name: bytes, keys=KEYS) -> list[bytes]:
+    return [k for k in keys if ring.select(sticky_hash(k)) == name]
+
+
+def read(client, consumer: str, count: int | None = None, key: str = "s", group: str = "g", **kw) -> list:
+    reply = client.xreadgroup(group, consumer, {key: ">"}, count=count, **kw)
+    if not reply:
+        return []
+    if isinstance(reply, dict):  # RESP3: {key: [entries]}
+        return list(reply.values())[0][0]
+    return reply[0][1]
+
+
+def id_key(wire: bytes) -> tuple[int, int]:
+    ms, seq = wire.split(b"-")
+    return int(ms), int(seq)
+
+
+def info_map(reply) -> dict:
+    """An XINFO reply as a dict whatever the protocol (redis-py gives RESP2 maps as flat lists)."""
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+@pytest.fixture
+def c(server):
+    client = server.client(protocol=3)
+    client.flushall()
+    yield client
+    client.close()
+
+
+def test_create_keyshared_and_xinfo_groups(c):
+    c.xgroup_create("s", "g", "0", mkstream=True)
+    c.execute_command("XGROUP", "CREATE", "s", "ks", "0", "KEYSHARED", "order")
+    c.xadd("s", {"order": "a", "v": 1})
+    groups = {g["name"]: g for g in c.xinfo_groups("s")}
+    assert set(groups[b"g"]) == {"name", "consumers", "pending", "last-delivered-id", "entries-read", "lag"}
+    ks = groups[b"ks"]
+    assert ks["key-shared-field"] == b"order" and ks["deferred"] == 0 and ks["draining-hashes"] == 0
+    assert ks["lag"] == 1
+    info = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "ks"))
+    assert info[b"field"] == b"order" and info[b"points"] == 100 and info[b"members"] == 0
+    assert info[b"lookahead"] == 2000  # Pulsar's 2000 per consumer (one at least), at most 20000
+
+
+def test_errors(c):
+    c.xgroup_create("s", "g", "0", mkstream=True)
+    c.execute_command("XGROUP", "CREATE", "s", "ks", "0", "KEYSHARED", "k")
+    with pytest.raises(redis.ResponseError, match="NOACK is not allowed in a KEYSHARED consumer group"):
+        c.xreadgroup("ks", "a", {"s": ">"}, noack=True)
+    with pytest.raises(redis.ResponseError, match="The consumer group 'g' is not KEYSHARED"):
+        c.execute_command("XGROUP", "LEAVE", "s", "g", "a")
+    with pytest.raises(redis.ResponseError, match="is not KEYSHARED"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SESSION-TIMEOUT", "10")
+    with pytest.raises(redis.ResponseError, match="XGROUP JOIN is an internal command"):
+        c.execute_command("XGROUP", "JOIN", "s", "ks", "a")
+    with pytest.raises(redis.ResponseError, match="XGROUP DEFER is an internal command"):
+        c.execute_command("XGROUP", "DEFER", "s", "ks", "0-1")
+    with pytest.raises(redis.ResponseError, match="SESSION-TIMEOUT must be positive or 0"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "SESSION-TIMEOUT", "-1")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "LOOKAHEAD", "x")
+    with pytest.raises(redis.ResponseError, match="unknown subcommand or wrong number of arguments for 'SETCONFIG'"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "BOGUS", "1")
+    with pytest.raises(redis.ResponseError, match="NOGROUP"):
+        c.execute_command("XINFO", "KEYSHARED", "s", "nope")
+    with pytest.raises(redis.ResponseError, match="is not KEYSHARED"):
+        c.execute_command("XINFO", "KEYSHARED", "s", "g")
+    # KEYSHARED OFF is refused while entries are deferred: they would be skipped
+    c.xadd("s", {"k": KEYS[0]})
+    c.xadd("s", {"k": KEYS[1]})
+    read(c, "a", group="ks")
+    ring = ring_of(b"a", b"b")
+    other = next(k for k in KEYS if ring.select(sticky_hash(k)) == b"a")
+    c.xadd("s", {"k": other})
+    assert read(c, "b", group="ks") == []  # b's read defers a's new entry
+    with pytest.raises(redis.ResponseError, match="KEYSHARED cannot be turned off while 1 entries are deferred"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "KEYSHARED", "OFF")
+    c.xgroup_setid("s", "ks", "$")  # SETID: everything up to it counts as read, the deferred set is cleared
+    assert c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "KEYSHARED", "OFF") == b"OK"
+    assert "key-shared-field" not in {g["name"]: g for g in c.xinfo_groups("s")}[b"ks"]
+
+
+def test_moved_hashes_drain_and_unrelated_keys_flow(c):
+    """A joins alone and takes every key; B joins: the keys that move to B wait until A acknowledges them, new keys flow."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    old, new = KEYS[:30], KEYS[30:]
+    for key in old:
+        c.xadd("s", {"k": key})
+    got = read(c, "A")
+    assert len(got) == 30
+    ring = ring_of(b"A", b"B")
+    moved = keys_of(ring, b"B", old)
+    assert moved and len(moved) < 30
+    for key in old + new:
+        c.xadd("s", {"k": key})
+    got_b = [fields[b"k"] for _id, fields in read(c, "B")]
+    assert got_b == keys_of(ring, b"B", new)  # old keys that moved are draining at A; new ones flow
+    info = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
+    assert info[b"draining-hashes"] == len({sticky_hash(k) for k in moved})
+    consumers = {x[b"name"]: x for x in info[b"consumers"]}
+    draining = consumers[b"A"][b"draining-hashes"]
+    assert {d[b"hash"] for d in draining} == {sticky_hash(k) for k in moved}
+    assert all(d[b"owner"] == b"A" and d[b"unacked"] == 1 and d[b"blocked-attempts"] >= 1 for d in draining)
+    assert consumers[b"A"][b"hash-ranges"] == ring.ranges()[b"A"]
+    groups = c.xinfo_groups("s")[0]
+    assert groups["draining-hashes"] == info[b"draining-hashes"] and groups["deferred"] > 0
+    # A acknowledges one moved key: its hash stops draining and B gets that key's newer entry
+    first = moved[0]
+    ack = [entry_id for entry_id, fields in got if fields[b"k"] == first]
+    c.xack("s", "g", *ack)
+    assert [fields[b"k"] for _id, fields in read(c, "B")] == [first]
+    # A reads its own keys' second entries (old keys that stayed at A)
+    got_a = [fields[b"k"] for _id, fields in read(c, "A")]
+    assert got_a == keys_of(ring, b"A", old) + keys_of(ring, b"A", new)
+
+
+def test_blocked_readers_are_woken_only_for_their_keys(server, c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []  # both join (in this order)
+    ring = ring_of(b"A", b"B")
+    key_a, key_b = keys_of(ring, b"A")[0], keys_of(ring, b"B")[0]
+    results: dict[str, list] = {}
+
+    def waiter(name: str) -> None:
+        client = server.client(protocol=3)
+        results[name] = read(client, name, block=5000)
+        client.close()
+
+    threads = {name: threading.Thread(target=waiter, args=(name,)) for name in ("A", "B")}
+    for t in threads.values():
+        t.start()
+    wait_for(lambda: c.info("clients")["blocked_clients"] == 2)
+    c.xadd("s", {"k": key_b})
+    threads["B"].join(5)
+    assert [f[b"k"] for _i, f in results["B"]] == [key_b]
+    time.sleep(0.1)
+    assert "A" not in results and c.info("clients")["blocked_clients"] == 1
+    c.xadd("s", {"k": key_a})
+    threads["A"].join(5)
+    assert [f[b"k"] for _i, f in results["A"]] == [key_a]
+
+
+def test_leave_and_delconsumer_release_pending_entries_in_order(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "B") == [] and read(c, "A") == []  # B joins, then A
+    for key in KEYS[:10] * 2:
+        c.xadd("s", {"k": key})
+    ring = ring_of(b"B", b"A")
+    got_a = read(c, "A")
+    assert [f[b"k"] for _i, f in got_a] == keys_of(ring, b"A", KEYS[:10]) * 2
+    assert c.execute_command("XGROUP", "LEAVE", "s", "g", "A") == len(got_a)
+    got_b = read(c, "B")  # B, alone now, gets its own keys and A's released ones, in stream order
+    assert [i for i, _f in got_b] == sorted((i for i, _f in got_b), key=id_key) and len(got_b) == 20
+    assert c.execute_command("XGROUP", "DELCONSUMER", "s", "g", "B") == 20
+    assert c.xpending("s", "g")["pending"] == 0
+    again = read(c, "C")
+    assert [i for i, _f in again] == [i for i, _f in got_b]  # released, not discarded
+
+
+def test_session_timeout_is_decided_by_the_next_read(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SESSION-TIMEOUT", "200")
+    for key in KEYS[:20]:
+        c.xadd("s", {"k": key})
+    assert len(read(c, "A")) == 20
+    time.sleep(0.3)
+    got = read(c, "B")
+    assert len(got) == 20  # A timed out: its entries went back to the group, and B is alone
+    members = {x[b"name"]: x[b"member"] for x in info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))[b"consumers"]}
+    assert members == {b"A": 0, b"B": 1}
+
+
+def test_a_claim_moves_every_pending_entry_of_the_hash(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    ids = [c.xadd("s", {"k": "same"}) for _ in range(3)] + [c.xadd("s", {"k": "other"})]
+    assert len(read(c, "A")) == 4
+    claimed = c.xclaim("s", "g", "B", 0, [ids[1]], justid=True)
+    assert sorted(claimed) == sorted(ids[:3])  # the whole hash, past the one ID asked for
+    owners = {p["message_id"]: p["consumer"] for p in c.xpending_range("s", "g", "-", "+", 10)}
+    assert owners == {ids[0]: b"B", ids[1]: b"B", ids[2]: b"B", ids[3]: b"A"}
+    auto = c.xautoclaim("s", "g", "C", 0, "0", count=1, justid=True)  # redis-py gives JUSTID's IDs alone
+    assert sorted(auto) == sorted(ids[:3])  # COUNT 1, but the hash moves as a whole
+    assert read(c, "A", count=10) == []
+
+
+def test_acked_trims_keep_deferred_entries(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ring = ring_of(b"A", b"B")
+    key_b = keys_of(ring, b"B")[0]
+    c.xadd("s", {"k": key_b})
+    assert read(c, "A") == []  # A's read passes B's entry over: deferred, below last-delivered-id
+    assert c.execute_command("XTRIM", "s", "MAXLEN", "0", "ACKED") == 0
+    assert [f[b"k"] for _i, f in read(c, "B")] == [key_b]
+
+
+# -- durability: AOF, snapshot and a replica rebuild the same KEYSHARED state ----------------
+
+
+def full_state(client) -> dict:
+    """What a client can see of every KEYSHARED group (times that move with the clock left out)."""
+    out = {}
+    for group in client.xinfo_groups("s"):
+        name = group["name"]
+        out[name] = {
+            "group": {k: v for k, v in group.items()},
+            "keyshared": info_map(client.execute_command("XINFO", "KEYSHARED", "s", name)),
+            "pending": [(p["message_id"], p["consumer"], p["times_delivered"]) for p in client.xpending_range("s", name, "-", "+", 10_000)],
+        }
+        for info in out[name]["keyshared"][b"consumers"]:
+            for d in info[b"draining-hashes"]:
+                d[b"blocked-attempts"] = None  # a statistic: not persisted, not replicated
+    return out
+
+
+def drive(client, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    client.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    client.execute_command("XGROUP", "SETCONFIG", "s", "g", "LOOKAHEAD", "50")
+    for step in range(400):
+        roll = rng.random()
+        name = rng.choice(["w1", "w2", "w3", "w4"])
+        if roll < 0.4:
+            client.xadd("s", {"k": rng.choice(KEYS), "n": step})
+        elif roll < 0.75:
+            read(client, name, count=rng.choice([1, 5, None]))
+        elif roll < 0.9:
+            mine = [p["message_id"] for p in client.xpending_range("s", "g", "-", "+", 50, consumername=name)]
+            if mine:
+                client.xack("s", "g", *rng.sample(mine, max(1, len(mine) // 2)))
+        elif roll < 0.95:
+            client.execute_command("XGROUP", rng.choice(["LEAVE", "DELCONSUMER"]), "s", "g", name)
+        else:
+            client.xautoclaim("s", "g", name, 0, "0", count=2)
+
+
+def test_aof_snapshot_and_replica_rebuild_the_same_state(tmp_path):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    primary = start_millrace("--appendonly", "yes", "--appendfsync", "always", workdir=str(tmp_path / "p"))
+    replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), workdir=str(tmp_path / "r"))
+    try:
+        client = primary.client(protocol=3)
+        drive(client, 5)
+        before = full_state(client)
+        assert before[b"g"]["keyshared"][b"deferred"] or before[b"g"]["pending"]  # the workload left state to compare
+        caught_up(client, replica.client())
+        assert full_state(replica.client(protocol=3)) == before
+        kill9(primary)
+        primary = start_millrace("--appendonly", "yes", workdir=str(tmp_path / "p"))  # from the AOF
+        client = primary.client(protocol=3)
+        assert full_state(client) == before
+        client.save()
+        primary.stop()
+        primary = start_millrace("--appendonly", "no", workdir=str(tmp_path / "p"))  # from dump.mpk
+        assert full_state(primary.client(protocol=3)) == before
+    finally:
+        primary.stop()
+        replica.stop()
