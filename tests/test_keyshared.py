@@ -292,3 +292,26 @@ def test_aof_snapshot_and_replica_rebuild_the_same_state(tmp_path):
     finally:
         primary.stop()
         replica.stop()
+
+
+def test_lag_and_entries_read_count_deferred_entries(c):
+    """Entries passed over for another consumer are not read yet: lag has them, entries-read does not (also XGROUPLAG)."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ring = ring_of(b"A", b"B")
+    c.xadd("s", {"k": keys_of(ring, b"B")[0]})
+    c.xadd("s", {"k": keys_of(ring, b"A")[0]})
+    assert len(read(c, "A")) == 1  # B's entry is deferred, below last-delivered-id
+    group = c.xinfo_groups("s")[0]
+    assert (group["lag"], group["entries-read"], group["deferred"]) == (1, 1, 1)
+    lag = info_map(c.execute_command("XGROUPLAG", "s", "g")[0])
+    assert lag[b"lag"] == 1 and lag[b"backlog"] == 2
+    c.config_set("stream-exact-lag", "yes")
+    try:
+        group = c.xinfo_groups("s")[0]
+        assert (group["lag"], group["entries-read"]) == (1, 1)
+    finally:
+        c.config_set("stream-exact-lag", "no")
+    assert len(read(c, "B")) == 1
+    group = c.xinfo_groups("s")[0]
+    assert (group["lag"], group["entries-read"], group["deferred"]) == (0, 2, 0)
