@@ -39,6 +39,7 @@ class LoadResult:
     entries: int  # entries delivered (and acknowledged)
     seconds: float
     exhausted: bool  # some consumer found no new entries before the window ended
+    empty: int = 0  # reads answered with nothing and retried (empty_ok: a KEYSHARED consumer whose keys are elsewhere)
 
     @property
     def pairs_per_second(self) -> float:
@@ -52,7 +53,7 @@ class _Consumer(asyncio.Protocol):
     command is a feed, a gets and a write.
     """
 
-    def __init__(self, key: bytes, group: bytes, consumer: bytes, count: int, tally: list, done: asyncio.Future) -> None:
+    def __init__(self, key: bytes, group: bytes, consumer: bytes, count: int, tally: list, done: asyncio.Future, empty_ok: bool = False) -> None:
         self.reader = hiredis.Reader()
         self.transport = None
         self.key, self.group = key, group
@@ -62,6 +63,7 @@ class _Consumer(asyncio.Protocol):
         self.deadline = 0.0
         self.acking = False
         self.finished = False
+        self.empty_ok = empty_ok
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -83,6 +85,10 @@ class _Consumer(asyncio.Protocol):
             return
         if not self.acking:
             if not reply or not reply[0][1]:
+                if self.empty_ok and time.perf_counter() <= self.deadline:
+                    self.tally[4] += 1  # nothing for this consumer now (KEYSHARED): ask again
+                    self.transport.write(self.read_request)
+                    return
                 self.tally[2] = 1
                 self.finish()
                 return
@@ -115,14 +121,14 @@ class _Consumer(asyncio.Protocol):
             self.finish(ConnectionError(f"connection lost: {exc}"))
 
 
-async def _worker_main(port: int, key: str, group: str, connections: int, count: int, seconds: float, worker: int) -> tuple:
+async def _worker_main(port: int, key: str, group: str, connections: int, count: int, seconds: float, worker: int, empty_ok: bool = False) -> tuple:
     loop = asyncio.get_running_loop()
-    tally = [0, 0, 0, 0.0]  # pairs, entries, exhausted, time of the last pair counted
+    tally = [0, 0, 0, 0.0, 0]  # pairs, entries, exhausted, time of the last pair counted, empty reads retried
     done = [connections, loop.create_future()]  # connections still running, all finished
     conns = []
     for index in range(connections):
         consumer = f"c{worker}-{index}".encode()
-        _, conn = await loop.create_connection(lambda consumer=consumer: _Consumer(key.encode(), group.encode(), consumer, count, tally, done), "127.0.0.1", port)
+        _, conn = await loop.create_connection(lambda consumer=consumer: _Consumer(key.encode(), group.encode(), consumer, count, tally, done, empty_ok), "127.0.0.1", port)
         conns.append(conn)
     print("ready", flush=True)
     await loop.run_in_executor(None, sys.stdin.readline)  # the parent's "go": all workers start together
@@ -137,13 +143,18 @@ async def _worker_main(port: int, key: str, group: str, connections: int, count:
     return tuple(tally)
 
 
-def run_load(port: int, key: str, group: str, *, clients: int = 50, processes: int = 2, count: int = 10, seconds: float = 5.0) -> LoadResult:
-    """Drive `clients` consumers of `group` on `key` for `seconds`; see the module docstring."""
+def run_load(port: int, key: str, group: str, *, clients: int = 50, processes: int = 2, count: int = 10, seconds: float = 5.0, empty_ok: bool = False) -> LoadResult:
+    """Drive `clients` consumers of `group` on `key` for `seconds`; see the module docstring.
+
+    empty_ok: an empty read is asked again instead of ending the consumer (a KEYSHARED
+    group answers nothing to a consumer whose keys are not there yet)."""
     shares = [clients // processes + (index < clients % processes) for index in range(processes)]
     workers = []
     try:
         for index, share in enumerate(shares):
             argv = [sys.executable, "-m", "bench.loadgen", str(port), key, group, str(share), str(count), str(seconds), str(index)]
+            if empty_ok:
+                argv.append("empty-ok")
             workers.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT))
         for proc in workers:
             line = proc.stdout.readline()
@@ -169,17 +180,17 @@ def run_load(port: int, key: str, group: str, *, clients: int = 50, processes: i
     exhausted = any(out["exhausted"] for out in outcomes)
     if exhausted:  # the rate is over the time the entries lasted
         seconds = max(out["last"] for out in outcomes) or seconds
-    return LoadResult(pairs, entries, seconds, exhausted)
+    return LoadResult(pairs, entries, seconds, exhausted, sum(out.get("empty", 0) for out in outcomes))
 
 
 def _worker_cli(args: list[str]) -> None:
-    """`python -m bench.loadgen port key group connections count seconds worker` (one worker)."""
+    """`python -m bench.loadgen port key group connections count seconds worker [empty-ok]` (one worker)."""
     import uvloop
 
-    port, key, group, connections, count, seconds, worker = args
+    port, key, group, connections, count, seconds, worker, *flags = args
     try:
-        tally = uvloop.run(_worker_main(int(port), key, group, int(connections), int(count), float(seconds), int(worker)))
-        print(json.dumps(dict(zip(("pairs", "entries", "exhausted", "last"), tally, strict=True))), flush=True)
+        tally = uvloop.run(_worker_main(int(port), key, group, int(connections), int(count), float(seconds), int(worker), "empty-ok" in flags))
+        print(json.dumps(dict(zip(("pairs", "entries", "exhausted", "last", "empty"), tally, strict=True))), flush=True)
     except Exception as exc:  # the parent shows it
         print(f"error: {exc!r}", flush=True)
 

@@ -116,13 +116,14 @@ def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
 class HashRing:
     """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
 
-    __slots__ = ("members", "points", "owners", "selected")
+    __slots__ = ("members", "points", "owners", "selected", "_table")
 
     def __init__(self) -> None:
         self.members: list[bytes] = []  # join order: it decides who keeps a colliding point
         self.points: list[int] = []  # sorted ring points
         self.owners: dict[int, list[bytes]] = {}  # point -> consumers on it, the first selected
         self.selected: list[bytes] = []  # owners[points[i]][0], for select()
+        self._table: list | None = None  # hash -> owner for all 65536 values, built on first use after a change
 
     def __contains__(self, name: bytes) -> bool:
         return name in self.members
@@ -153,6 +154,21 @@ class HashRing:
     def _reindex(self) -> None:
         self.points = sorted(self.owners)
         self.selected = [self.owners[p][0] for p in self.points]
+        self._table = None
+
+    def table(self) -> list:
+        """select() for every hash at once (index = hash): one list lookup per entry on the delivery path."""
+        table = self._table
+        if table is None:
+            table = [None] * (RANGE_SIZE + 1)
+            if self.points:
+                start = 0
+                for point, owner in zip(self.points, self.selected, strict=True):
+                    table[start : point + 1] = [owner] * (point + 1 - start)
+                    start = point + 1
+                table[start:] = [self.selected[0]] * (RANGE_SIZE + 1 - start)
+            self._table = table
+        return table
 
     def select(self, hash_value: int) -> bytes | None:
         """The consumer whose point is the first >= hash_value (wrapping), None on an empty ring."""
@@ -188,7 +204,7 @@ class KeyShared:
 
     __slots__ = (
         "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
-        "deferred", "deferred_hashes", "queues", "blocked",
+        "deferred", "deferred_hashes", "queues", "blocked", "rows",
     )  # fmt: skip
 
     def __init__(self, field: bytes, session_timeout: int = 0, lookahead: int = 0) -> None:
@@ -203,6 +219,7 @@ class KeyShared:
         self.deferred_hashes: dict[int, int] = {}
         self.queues: dict[bytes | None, list[int]] = {}
         self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
+        self.rows: dict[int, tuple] = {}  # deferred ID -> (node, its packed bytes, row) when deferred: a cache, not state
 
     # -- configuration -------------------------------------------------------------
 
@@ -287,18 +304,22 @@ class KeyShared:
 
     # -- the deferred set --------------------------------------------------------------
 
-    def defer(self, entry_id: int, hash_value: int) -> None:
+    def defer(self, entry_id: int, hash_value: int, owner: bytes | None = None) -> None:
+        """entry_id waits in the deferred set (owner: ring.select(hash_value) when the caller has it)."""
         if entry_id in self.deferred:
             return
         self.deferred[entry_id] = hash_value
         self.deferred_hashes[hash_value] = self.deferred_hashes.get(hash_value, 0) + 1
-        queue = self.queues.setdefault(self.ring.select(hash_value), [])
+        queue = self.queues.get(owner if owner is not None else self.ring.select(hash_value))
+        if queue is None:
+            queue = self.queues[owner if owner is not None else self.ring.select(hash_value)] = []
         if not queue or entry_id > queue[-1]:
             queue.append(entry_id)
         else:
             insort(queue, entry_id)
 
-    def undefer(self, entry_ids) -> None:
+    def undefer(self, entry_ids, requeue: bool = True) -> None:
+        """Entries leave the deferred set; requeue=False when the caller rebuilds their queue itself."""
         touched = set()
         deferred, deferred_hashes = self.deferred, self.deferred_hashes
         select = self.ring.select
@@ -311,7 +332,9 @@ class KeyShared:
                 deferred_hashes[hash_value] = left
             else:
                 del deferred_hashes[hash_value]
-            touched.add(select(hash_value))
+            self.rows.pop(entry_id, None)
+            if requeue:
+                touched.add(select(hash_value))
         for owner in touched:
             queue = self.queues.get(owner)
             if queue is not None:
@@ -321,6 +344,7 @@ class KeyShared:
         ids = sorted(self.deferred)
         self.deferred.clear()
         self.deferred_hashes.clear()
+        self.rows.clear()
         self.queues = {}
         return ids
 

@@ -71,7 +71,7 @@ def test_create_keyshared_and_xinfo_groups(c):
     assert ks["key-shared-field"] == b"order" and ks["deferred"] == 0 and ks["draining-hashes"] == 0
     assert ks["lag"] == 1
     info = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "ks"))
-    assert info[b"field"] == b"order" and info[b"points"] == 100 and info[b"members"] == 0
+    assert info[b"field"] == b"order" and info[b"points"] == 100 and info[b"members"] == 0 and info[b"pending-hashes"] == 0
     assert info[b"lookahead"] == 2000  # Pulsar's 2000 per consumer (one at least), at most 20000
 
 
@@ -130,6 +130,7 @@ def test_moved_hashes_drain_and_unrelated_keys_flow(c):
     assert got_b == keys_of(ring, b"B", new)  # old keys that moved are draining at A; new ones flow
     info = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
     assert info[b"draining-hashes"] == len({sticky_hash(k) for k in moved})
+    assert info[b"pending-hashes"] == len({sticky_hash(k) for k in old + keys_of(ring, b"B", new)})
     consumers = {x[b"name"]: x for x in info[b"consumers"]}
     draining = consumers[b"A"][b"draining-hashes"]
     assert {d[b"hash"] for d in draining} == {sticky_hash(k) for k in moved}

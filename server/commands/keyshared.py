@@ -21,9 +21,11 @@ subcommands, refused to ordinary clients: `XGROUP JOIN key group consumer`
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
+
 from protocol.errors import ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Entries, Map
-from storage.keyshared import NONE_KEY, HashRing, KeyShared, held_back, sticky_hash
+from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, held_back, sticky_hash
 from storage.lag import register_held_back
 from storage.stream import Stream, _expand
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
@@ -248,15 +250,13 @@ def _key_of(fields: tuple[bytes, ...], row: list, field: bytes) -> bytes:
 
 
 def _new_entries(stream: Stream, after: int, chunk: int):
-    """(id, node fields, row) of live entries after `after`, in order, read a few nodes at a time."""
+    """(id, node, row) of live entries after `after`, in order, read a few nodes at a time."""
     while True:
         spans = stream.spans(after + 1, MAX_ID, chunk)
         if not spans:
             return
         for node, ids, rows, lo, hi in spans:
-            fields = node.fields
-            for j in range(lo, hi):
-                yield ids[j], fields, rows[j]
+            yield from zip(ids[lo:hi], [node] * (hi - lo), rows[lo:hi], strict=True)
         after = spans[-1][1][spans[-1][4] - 1]
 
 
@@ -283,10 +283,10 @@ def can_deliver(stream: Stream, group, name: bytes) -> bool:
     room = state.lookahead_limit() - len(deferred)
     held = set(state.deferred_hashes)
     select, field, pel = ring.select, state.field, group.pel
-    for entry_id, fields, row in _new_entries(stream, group.last_id, 256):
+    for entry_id, node, row in _new_entries(stream, group.last_id, 256):
         if entry_id in pel or entry_id in deferred:
             continue
-        h = sticky_hash(_key_of(fields, row, field))
+        h = sticky_hash(_key_of(node.fields, row, field))
         if h not in held and select(h) == name and not draining_elsewhere(h, name):
             return True
         if room <= 0:
@@ -331,61 +331,95 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
     if not ctx.loading:
         expire_sessions(stream, group, key, group_name, name, now, effects)
     join_for_read(key, group_name, group, name, effects)
-    want = count or None
+    limit = count or (1 << 62)
     delivered: list[int] = []
     bodies: list[list[bytes]] = []
+    hashes: list[int] = []
     held: set[int] = set()  # hashes passed over in this read: their later entries wait too (order)
-    draining_elsewhere = state.draining_elsewhere
-    deferred = state.deferred
+    deferred, deferred_hashes, rows = state.deferred, state.deferred_hashes, state.rows
+    hash_pending, hash_owner = state.hash_pending, state.hash_owner
     blocked = state.blocked
     gone: list[int] = []
-    taken: list[int] = []
-    for entry_id in state.queues.get(name, ()):
-        if want is not None and len(delivered) >= want:
-            break
-        h = deferred[entry_id]
-        if h in held:
-            continue
-        if draining_elsewhere(h, name):
-            held.add(h)
-            blocked[h] = blocked.get(h, 0) + 1
-            continue
-        fields = stream.get(entry_id)
-        if fields is None:
-            gone.append(entry_id)
-            continue
-        delivered.append(entry_id)
-        bodies.append(fields)
-        taken.append(entry_id)
-    if gone or taken:
-        state.undefer(gone + taken)
+    queue = state.queues.get(name)
+    if queue:
+        kept: list[int] = []
+        taken: list[int] = []
+        position = 0
+        nodes, keys = stream.nodes, stream.keys
+        for entry_id in queue:
+            if len(delivered) >= limit:
+                break
+            position += 1
+            h = deferred[entry_id]
+            if h in held or (h in hash_pending and hash_owner[h] != name):  # draining at another consumer
+                if h not in held:
+                    held.add(h)
+                    blocked[h] = blocked.get(h, 0) + 1
+                kept.append(entry_id)
+                continue
+            fields = None
+            cached = rows.get(entry_id)
+            if cached is not None:  # the row kept at deferral, while its sealed node is unchanged and still there
+                node, packed, row = cached
+                if packed is not None and node.packed is packed and nodes[bisect_right(keys, entry_id) - 1] is node:
+                    fields = _expand(node.fields, row)
+            if fields is None:
+                fields = stream.get(entry_id)
+                if fields is None:
+                    gone.append(entry_id)
+                    continue
+            delivered.append(entry_id)
+            bodies.append(fields)
+            hashes.append(h)
+            taken.append(entry_id)
+        if gone or taken:
+            state.queues[name] = kept + queue[position:]
+            state.undefer(gone + taken, requeue=False)
     if gone:
         effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
     scanned: list[int] = []
     newly: list[int] = []
-    if want is None or len(delivered) < want:
+    if len(delivered) < limit:
         room = state.lookahead_limit() - len(deferred)
-        deferred_hashes = state.deferred_hashes
-        select, field, pel = state.ring.select, state.field, group.pel
-        chunk = 256 if want is None else max(want - len(delivered), 16)
-        for entry_id, fields, row in _new_entries(stream, group.last_id, chunk):
-            if want is not None and len(delivered) >= want:
+        table, field, pel = state.ring.table(), state.field, group.pel
+        queues = state.queues
+        chunk = 256 if not count else max(count - len(delivered), 16)
+        hash_cache = _hash_cache
+        for entry_id, node, row in _new_entries(stream, group.last_id, chunk):
+            if len(delivered) >= limit:
                 break
             if entry_id in pel or entry_id in deferred:
                 scanned.append(entry_id)
                 continue
-            h = sticky_hash(_key_of(fields, row, field))
-            if select(h) == name and h not in deferred_hashes and not draining_elsewhere(h, name):
+            fields = node.fields
+            if row[0] is not None and field in fields:
+                key_value = row[fields.index(field)]
+            else:
+                key_value = _key_of(fields, row, field)
+            h = hash_cache.get(key_value) or sticky_hash(key_value)
+            owner = table[h]
+            draining = h in hash_pending and hash_owner[h] != name
+            if owner == name and not draining and h not in deferred_hashes:
                 delivered.append(entry_id)
                 bodies.append(_expand(fields, row))
+                hashes.append(h)
                 scanned.append(entry_id)
                 continue
             if room <= 0:
                 break  # the look-ahead is full: this entry stays after the cursor
             room -= 1
-            if draining_elsewhere(h, name):
+            if draining:
                 blocked[h] = blocked.get(h, 0) + 1
-            state.defer(entry_id, h)
+            deferred[entry_id] = h  # KeyShared.defer(), inline: the hottest line of a KEYSHARED read
+            deferred_hashes[h] = deferred_hashes.get(h, 0) + 1
+            owned = queues.get(owner)
+            if owned is None:
+                queues[owner] = [entry_id]
+            elif not owned or entry_id > owned[-1]:
+                owned.append(entry_id)
+            else:
+                insort(owned, entry_id)
+            rows[entry_id] = (node, node.packed, row)
             newly.append(entry_id)
             scanned.append(entry_id)
     if newly:
@@ -396,12 +430,16 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
         if scanned:
             effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
         return None
-    order = sorted(range(len(delivered)), key=delivered.__getitem__)
-    delivered = [delivered[i] for i in order]
-    bodies = [bodies[i] for i in order]
+    if any(a > b for a, b in zip(delivered, delivered[1:], strict=False)):
+        order = sorted(range(len(delivered)), key=delivered.__getitem__)
+        delivered = [delivered[i] for i in order]
+        bodies = [bodies[i] for i in order]
+        hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
-    for entry_id, fields in zip(delivered, bodies, strict=True):
-        state.track(entry_id, state.hash_of(fields), name)
+    state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred
+    for h in hashes:
+        hash_pending[h] = hash_pending.get(h, 0) + 1
+        hash_owner[h] = name
     consumer.active_time = now
     wire_ids = format_ids(delivered)
     effects.append(
@@ -522,7 +560,7 @@ def xinfo_keyshared(ctx, argv):
         )
     return Map({
         b"field": state.field, b"session-timeout": state.session_timeout, b"lookahead": state.lookahead_limit(),
-        b"points": 100, b"members": len(state.ring.members), b"deferred": len(state.deferred),
+        b"points": 100, b"members": len(state.ring.members), b"deferred": len(state.deferred), b"pending-hashes": len(state.hash_pending),
         b"draining-hashes": len(draining), b"draining-unacked": sum(state.hash_pending[h] for h in draining),
         b"consumers": consumers,
     })  # fmt: skip
