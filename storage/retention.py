@@ -109,13 +109,25 @@ def of(stream) -> Retention:
 
 
 def ack_floor(stream, group) -> int:
-    """An AUTO subscriber's release point: the lowest pending ID whose entry still exists, else last-delivered + 1.
+    """An AUTO subscriber's release point: the lowest pending ID whose entry still exists, else last-delivered + 1,
+    or a KEYSHARED group's lowest deferred entry if lower (passed over is not delivered).
 
     A pending entry whose stream entry is gone (trimmed with its PEL reference
     kept, or XDEL'd) holds nothing: XCLAIM and XAUTOCLAIM would only drop it.
     Below the first entry they are all gone; above it only an XDEL'd one can
     be, which max-deleted-entry-id tells cheaply.
     """
+    floor = _pel_floor(stream, group)
+    keyshared = group.keyshared
+    if keyshared is not None and keyshared.queues:  # passed over, not delivered yet (issue 22): still held
+        held = _deferred_floor(stream, keyshared)
+        if held is not None and held < floor:
+            return held
+    return floor
+
+
+def _pel_floor(stream, group) -> int:
+    """ack_floor() from the PEL alone."""
     pel = group.pel
     last = group.last_id
     if pel and stream.length:  # in an empty stream every pending entry is gone
@@ -129,6 +141,20 @@ def ack_floor(stream, group) -> int:
             if entry_id > max_deleted or stream.get(entry_id) is not None:
                 return entry_id
     return last + 1
+
+
+def _deferred_floor(stream, keyshared) -> int | None:
+    """A KEYSHARED group's lowest deferred entry that still exists (each queue is sorted: one seek per consumer)."""
+    best = None
+    max_deleted = stream.max_deleted_entry_id
+    for queue in keyshared.queues.values():
+        for i in range(bisect_left(queue, stream.first_id), len(queue)):
+            entry_id = queue[i]
+            if entry_id > max_deleted or stream.get(entry_id) is not None:
+                if best is None or entry_id < best:
+                    best = entry_id
+                break
+    return best
 
 
 def release_point(stream, role: GroupRole) -> int:

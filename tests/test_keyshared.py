@@ -84,15 +84,17 @@ def test_errors(c):
         c.execute_command("XGROUP", "LEAVE", "s", "g", "a")
     with pytest.raises(redis.ResponseError, match="is not KEYSHARED"):
         c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SESSION-TIMEOUT", "10")
+    with pytest.raises(redis.ResponseError, match="SESSION-TIMEOUT and LOOKAHEAD need a KEYSHARED group"):
+        c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "KEYSHARED", "OFF", "LOOKAHEAD", "10")
     with pytest.raises(redis.ResponseError, match="XGROUP JOIN is an internal command"):
         c.execute_command("XGROUP", "JOIN", "s", "ks", "a")
     with pytest.raises(redis.ResponseError, match="XGROUP DEFER is an internal command"):
         c.execute_command("XGROUP", "DEFER", "s", "ks", "0-1")
-    with pytest.raises(redis.ResponseError, match="SESSION-TIMEOUT must be positive or 0"):
+    with pytest.raises(redis.ResponseError, match="SESSION-TIMEOUT must be between 0 and"):
         c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "SESSION-TIMEOUT", "-1")
     with pytest.raises(redis.ResponseError, match="not an integer"):
         c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "LOOKAHEAD", "x")
-    with pytest.raises(redis.ResponseError, match="unknown subcommand or wrong number of arguments for 'SETCONFIG'"):
+    with pytest.raises(redis.ResponseError, match="Unrecognized XGROUP SETCONFIG option 'BOGUS'"):
         c.execute_command("XGROUP", "SETCONFIG", "s", "ks", "BOGUS", "1")
     with pytest.raises(redis.ResponseError, match="NOGROUP"):
         c.execute_command("XINFO", "KEYSHARED", "s", "nope")
@@ -316,3 +318,43 @@ def test_lag_and_entries_read_count_deferred_entries(c):
     assert len(read(c, "B")) == 1
     group = c.xinfo_groups("s")[0]
     assert (group["lag"], group["entries-read"], group["deferred"]) == (0, 2, 0)
+
+
+def test_claim_reads_and_nacks_are_refused(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    entry = c.xadd("s", {"k": "a"})
+    read(c, "A")
+    with pytest.raises(redis.ResponseError, match="XREADGROUP CLAIM is not allowed in a KEYSHARED consumer group"):
+        c.execute_command("XREADGROUP", "GROUP", "g", "B", "CLAIM", "0", "STREAMS", "s", ">")
+    with pytest.raises(redis.ResponseError, match="XNACK is not allowed in a KEYSHARED consumer group"):
+        c.execute_command("XNACK", "s", "g", "FAIL", "IDS", "1", entry)
+    assert c.xpending("s", "g")["pending"] == 1
+
+
+def test_retention_holds_deferred_entries():
+    """A consumption-retention subscriber's ack floor counts entries passed over, not only pending ones."""
+    import server.commands  # noqa: F401
+    from server.client import Client
+    from server.server import Server
+    from storage.retention import ack_floor
+    from storage.stream_id import format_id as fmt
+
+    srv = Server()
+    srv.now = 1_700_000_000_000
+    client = Client(srv)
+
+    def run(*argv):
+        return srv.execute(client, [a if isinstance(a, bytes) else str(a).encode() for a in argv])
+
+    run("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    run("XREADGROUP", "GROUP", "g", "A", "STREAMS", "s", ">")
+    run("XREADGROUP", "GROUP", "g", "B", "STREAMS", "s", ">")
+    ring = ring_of(b"A", b"B")
+    held = run("XADD", "s", "*", "k", keys_of(ring, b"B")[0])
+    run("XADD", "s", "*", "k", keys_of(ring, b"A")[0])
+    mine = run("XREADGROUP", "GROUP", "g", "A", "STREAMS", "s", ">")
+    stream = client.db.data[b"s"]
+    group = stream.groups[b"g"]
+    assert len(mine[0][1]) == 1 and list(group.keyshared.deferred) and fmt(ack_floor(stream, group)) == held
+    run("XACK", "s", "g", mine[0][1][0][0])
+    assert fmt(ack_floor(stream, group)) == held  # nothing pending, but B's entry is not delivered yet

@@ -5,7 +5,7 @@ Commands:
 - `XGROUP CREATE key group id ... KEYSHARED field` (the option is parsed here,
   see `split_create_option`);
 - `XGROUP SETCONFIG key group [KEYSHARED field | KEYSHARED OFF]
-  [SESSION-TIMEOUT ms] [LOOKAHEAD n]`;
+  [SESSION-TIMEOUT ms] [LOOKAHEAD n]`: options of group_config.py's SETCONFIG;
 - `XGROUP LEAVE key group consumer`: the consumer leaves the ring, its pending
   entries go back to the group for their new owners -> how many it had;
 - `XINFO KEYSHARED key group [consumer]`: ring ranges and draining hashes.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 
-from protocol.errors import ReplyError, arg_text, subcommand_error
+from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
 from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, held_back, sticky_hash
 from storage.lag import register_held_back
@@ -31,7 +31,8 @@ from storage.stream import Stream, _expand
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
 
 from ..command import command
-from .args import to_int
+from .args import LLONG_MAX, Cursor
+from .group_config import setconfig_option
 from .stream_args import lookup_stream, read_stream
 
 register_held_back(lambda _stream, group: held_back(group))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
@@ -90,63 +91,60 @@ def make_keyshared(stream: Stream, group, field: bytes) -> None:
 # -- XGROUP SETCONFIG / LEAVE / JOIN / DEFER / UNDEFER ----------------------------------
 
 
-def config_effect(key: bytes, name: bytes, state: KeyShared | None) -> list[bytes]:
-    if state is None:
-        return [b"XGROUP", b"SETCONFIG", key, name, b"KEYSHARED", b"OFF"]
-    return [
-        b"XGROUP", b"SETCONFIG", key, name, b"KEYSHARED", state.field,
-        b"SESSION-TIMEOUT", b"%d" % state.session_timeout, b"LOOKAHEAD", b"%d" % state.lookahead,
-    ]  # fmt: skip
+def _keyshared_given(cursor: Cursor, before: bool) -> bool:
+    """Whether this SETCONFIG names `KEYSHARED <field>` (not OFF) before the cursor (before=True) or anywhere."""
+    args = [a.upper() for a in cursor.argv[4 : cursor.pos if before else len(cursor.argv)]]
+    return any(a == b"KEYSHARED" and i + 1 < len(args) and args[i + 1] != b"OFF" for i, a in enumerate(args))
 
 
-@command("xgroup|setconfig", -6, "write", keys=(2, 2, 1), group="stream", summary="Sets a consumer group's KEYSHARED configuration (Millrace).", since="8.2.0")
-def xgroup_setconfig(ctx, argv):
-    """XGROUP SETCONFIG key group [KEYSHARED field | KEYSHARED OFF] [SESSION-TIMEOUT ms] [LOOKAHEAD n] -> OK"""
-    field = None
-    off = False
-    timeout = lookahead = None
-    i = 4
-    while i < len(argv):
-        option = argv[i].upper()
-        if i + 1 >= len(argv):
-            raise subcommand_error(argv)
-        value = argv[i + 1]
-        if option == b"KEYSHARED":
-            off = value.upper() == b"OFF"
-            field = None if off else value
-        elif option == b"SESSION-TIMEOUT":
-            timeout = to_int(value)
-            if timeout < 0:
-                raise ReplyError("ERR SESSION-TIMEOUT must be positive or 0")
-        elif option == b"LOOKAHEAD":
-            lookahead = to_int(value)
-            if not 0 <= lookahead <= 1_000_000:
-                raise ReplyError("ERR LOOKAHEAD must be between 0 and 1000000")
-        else:
-            raise subcommand_error(argv)
-        i += 2
-    key, name = argv[2], argv[3]
-    stream, group = _group(ctx, key, name, keyshared=False)
-    if off:
-        if timeout is not None or lookahead is not None:
-            raise ReplyError("ERR SESSION-TIMEOUT and LOOKAHEAD need a KEYSHARED group")
-        if group.keyshared is not None and group.keyshared.deferred:
-            raise ReplyError(
-                f"ERR KEYSHARED cannot be turned off while {len(group.keyshared.deferred)} entries are deferred; "
-                "let the consumers read them or move the group with XGROUP SETID"
-            )
+def _parse_keyshared(ctx, stream: Stream, group, cursor: Cursor):
+    field = cursor.next()
+    if field.upper() != b"OFF":
+        return field, [b"KEYSHARED", field]
+    names = {a.upper() for a in cursor.argv[4:]}
+    if b"SESSION-TIMEOUT" in names or b"LOOKAHEAD" in names:
+        raise ReplyError("ERR SESSION-TIMEOUT and LOOKAHEAD need a KEYSHARED group")
+    if group.keyshared is not None and group.keyshared.deferred:
+        raise ReplyError(
+            f"ERR KEYSHARED cannot be turned off while {len(group.keyshared.deferred)} entries are deferred; "
+            "let the consumers read them or move the group with XGROUP SETID"
+        )
+    return None, [b"KEYSHARED", b"OFF"]
+
+
+def _apply_keyshared(ctx, stream: Stream, name: bytes, group, field: bytes | None) -> None:
+    if field is None:
         group.keyshared = None
-        return OK, [config_effect(key, name, None)]
-    if field is None and group.keyshared is None:
-        raise ReplyError(NOT_KEYSHARED.format(arg_text(name)))
-    if field is not None and (group.keyshared is None or group.keyshared.field != field):
+    elif group.keyshared is None or group.keyshared.field != field:
         make_keyshared(stream, group, field)
-    state = group.keyshared
-    if timeout is not None:
-        state.session_timeout = timeout
-    if lookahead is not None:
-        state.lookahead = lookahead
-    return OK, [config_effect(key, name, state)]
+
+
+def _parse_number(option: bytes, high: int):
+    def parse(ctx, stream: Stream, group, cursor: Cursor):
+        value = cursor.next_int()
+        if not 0 <= value <= high:
+            raise ReplyError(f"ERR {option.decode()} must be between 0 and {high}")
+        if group.keyshared is None and not _keyshared_given(cursor, before=True):
+            raise ReplyError(NOT_KEYSHARED.format(arg_text(cursor.argv[3])))
+        return value, [option, b"%d" % value]
+
+    return parse
+
+
+def _apply_session_timeout(ctx, stream: Stream, name: bytes, group, value: int) -> None:
+    group.keyshared.session_timeout = value
+
+
+def _apply_lookahead(ctx, stream: Stream, name: bytes, group, value: int) -> None:
+    group.keyshared.lookahead = value
+
+
+# XGROUP SETCONFIG key group [KEYSHARED field | KEYSHARED OFF] [SESSION-TIMEOUT ms] [LOOKAHEAD n]
+# (server/commands/group_config.py parses every option before applying any; SESSION-TIMEOUT and
+# LOOKAHEAD need the group to be KEYSHARED already or a KEYSHARED field before them).
+setconfig_option(b"KEYSHARED", _parse_keyshared, _apply_keyshared)
+setconfig_option(b"SESSION-TIMEOUT", _parse_number(b"SESSION-TIMEOUT", LLONG_MAX), _apply_session_timeout)
+setconfig_option(b"LOOKAHEAD", _parse_number(b"LOOKAHEAD", 1_000_000), _apply_lookahead)
 
 
 def leave(stream: Stream, group, name: bytes) -> int:
