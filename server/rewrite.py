@@ -5,7 +5,8 @@ it, in the same effect forms the server propagates (so the loader needs no
 other ones): strings as SET with PXAT, streams as XADD per entry then XSETID
 with every counter, each group as XGROUP CREATE with ENTRIESREAD, its PEL as
 XCLAIM with absolute TIME and RETRYCOUNT (its NACK zone as XNACK ... FORCE),
-its consumers with their times.
+its consumers with their times; a KEYSHARED group adds its SETCONFIG, its ring
+members as XGROUP JOIN and its deferred entries as XGROUP DEFER.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from storage.stream_id import format_id
 from .commands.claim import nack_effects
 from .commands.groups import consumer_effect, xclaim_effect
 from .commands.idmp import rewrite_commands as idmp_rewrite
+from .commands.keyshared import rewrite_deferred as keyshared_deferred
+from .commands.keyshared import rewrite_setup as keyshared_setup
 from .retention import retention_commands
 
 
@@ -43,9 +46,13 @@ def key_commands(key: bytes, value: object, expire: int | None) -> Iterator[list
     yield from idmp_rewrite(key, stream)
     for name, group in stream.groups.items():
         yield [b"XGROUP", b"CREATE", key, name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read]
+        if group.keyshared is not None:  # configuration and ring members in join order (issue 22)
+            yield from keyshared_setup(key, name, group)
         for entry_id, pending in group.pel.items():
             if pending.consumer is not None:
                 yield xclaim_effect(key, name, group, entry_id, pending)
+        if group.keyshared is not None:
+            yield from keyshared_deferred(key, name, group)
         if group.nacked:  # the NACK zone, in its order (Redis emits the same XNACK ... FORCE batches)
             yield from nack_effects(key, name, group, zone(group), batch=64)
         for consumer in group.consumers.values():

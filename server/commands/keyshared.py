@@ -31,7 +31,7 @@ from storage.stream import Stream, _expand
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
 
 from ..command import command
-from .args import LLONG_MAX, Cursor
+from .args import LLONG_MAX, Cursor, to_int
 from .group_config import setconfig_option
 from .stream_args import lookup_stream, read_stream
 
@@ -202,11 +202,21 @@ def xgroup_join(ctx, argv):
 
 @command("xgroup|defer", -5, "write", keys=(2, 2, 1), group="stream", summary="Effect: entries a KEYSHARED group passed over (Millrace, internal).", since="8.2.0")
 def xgroup_defer(ctx, argv):
-    """XGROUP DEFER key group id [id ...] -> OK (replication and AOF loading only)."""
+    """XGROUP DEFER key group [WITHHASH] id [hash] [id [hash] ...] -> OK (replication and AOF loading only).
+
+    WITHHASH (an AOF rewrite) states each entry's hash: a deferred entry may have been deleted since.
+    """
     _internal(ctx, argv)
     stream, group = _group(ctx, argv[2], argv[3])
     state = group.keyshared
-    for arg in argv[4:]:
+    args = argv[4:]
+    if args and args[0].upper() == b"WITHHASH":
+        if len(args) % 2 == 0:
+            raise ReplyError("ERR syntax error")
+        for i in range(1, len(args), 2):
+            state.defer(parse_strict_id(args[i]), to_int(args[i + 1]))
+        return OK, [list(argv)]
+    for arg in args:
         entry_id = parse_strict_id(arg)
         state.defer(entry_id, state.hash_of(stream.get(entry_id)))
     return OK, [list(argv)]
@@ -219,6 +229,26 @@ def xgroup_undefer(ctx, argv):
     _stream, group = _group(ctx, argv[2], argv[3])
     group.keyshared.undefer([parse_strict_id(arg) for arg in argv[4:]])
     return OK, [list(argv)]
+
+
+def rewrite_setup(key: bytes, name: bytes, group):
+    """AOF rewrite (server/rewrite.py), after XGROUP CREATE: the configuration, then the ring in join order."""
+    state = group.keyshared
+    yield [
+        b"XGROUP", b"SETCONFIG", key, name, b"KEYSHARED", state.field,
+        b"SESSION-TIMEOUT", b"%d" % state.session_timeout, b"LOOKAHEAD", b"%d" % state.lookahead,
+    ]  # fmt: skip
+    for member in state.ring.members:
+        yield _join_effect(key, name, member)
+
+
+def rewrite_deferred(key: bytes, name: bytes, group, batch: int = 256):
+    """AOF rewrite, after the PEL: the deferred set, oldest first."""
+    deferred = group.keyshared.deferred
+    ids = sorted(deferred)
+    for i in range(0, len(ids), batch):
+        part = ids[i : i + batch]
+        yield [b"XGROUP", b"DEFER", key, name, b"WITHHASH", *[x for entry_id in part for x in (format_id(entry_id), b"%d" % deferred[entry_id])]]
 
 
 def setid_hook(ctx, key: bytes, name: bytes, group) -> list:
