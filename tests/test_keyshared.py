@@ -32,8 +32,12 @@ def keys_of(ring: HashRing, name: bytes, keys=KEYS) -> list[bytes]:
     return [k for k in keys if ring.select(sticky_hash(k)) == name]
 
 
-def read(client, consumer: str, count: int | None = None, key: str = "s", group: str = "g", **kw) -> list:
-    reply = client.xreadgroup(group, consumer, {key: ">"}, count=count, **kw)
+def read(client, consumer: str, count: int | None = None, key: str = "s", group: str = "g", maxcount=None, maxsize=None, **kw) -> list:
+    if maxcount or maxsize:  # Redis 8.10's options, which this redis-py does not know
+        caps = ["MAXCOUNT", maxcount] if maxcount else ["MAXSIZE", maxsize]
+        reply = client.execute_command("XREADGROUP", "GROUP", group, consumer, *caps, "STREAMS", key, ">")
+    else:
+        reply = client.xreadgroup(group, consumer, {key: ">"}, count=count, **kw)
     if not reply:
         return []
     if isinstance(reply, dict):  # RESP3: {key: [entries]}
@@ -358,3 +362,15 @@ def test_retention_holds_deferred_entries():
     assert len(mine[0][1]) == 1 and list(group.keyshared.deferred) and fmt(ack_floor(stream, group)) == held
     run("XACK", "s", "g", mine[0][1][0][0])
     assert fmt(ack_floor(stream, group)) == held  # nothing pending, but B's entry is not delivered yet
+
+
+def test_maxcount_and_maxsize_stop_a_keyshared_read(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ring = ring_of(b"A", b"B")
+    key_a = keys_of(ring, b"A")[0]
+    ids = [c.xadd("s", {"k": key}) for key in keys_of(ring, b"B")[:3] + [key_a] * 4]
+    assert len(read(c, "B", count=1)) == 1  # defers A's four entries
+    assert [i for i, _f in read(c, "A", maxcount=2)] == ids[3:5]  # from A's deferred entries, capped
+    assert [i for i, _f in read(c, "A", maxsize=1)] == ids[5:6]  # one entry always comes back, no more
+    assert [i for i, _f in read(c, "A")] == ids[6:]  # the rest stayed deferred, in order

@@ -162,6 +162,10 @@ class Model:
 
     def read(self, consumer: bytes, count: int) -> None:
         options = ["COUNT", count] if count else []
+        if self.rng.random() < 0.15:  # Redis 8.10's MAXCOUNT (>= COUNT) caps a read without COUNT
+            cap = self.rng.randint(count or 1, (count or 1) + 3)
+            options += ["MAXCOUNT", cap]
+            count = count or cap
         reply = self.run("XREADGROUP", "GROUP", GROUP, consumer, *options, "STREAMS", KEY, ">")
         got = [] if reply is NULL_ARRAY else [parse_strict_id(wire) for wire, _fields in reply[0][1]]
         assert got == sorted(got)

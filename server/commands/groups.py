@@ -437,7 +437,7 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
             if entries is not None:
                 served.append((key, entries))
         elif group.keyshared is not None:
-            entries = keyshared.read_new(ctx, stream, group, consumer, key, request.group, request.count, now, effects)
+            entries = keyshared.read_new(ctx, stream, group, consumer, key, request.group, count, now, effects, caps)
             if entries is not None:
                 served.append((key, entries))
         else:

@@ -344,7 +344,7 @@ def expire_sessions(stream: Stream, group, key: bytes, group_name: bytes, reader
             effects.append([b"XGROUP", b"LEAVE", key, group_name, member])
 
 
-def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list) -> Entries | None:
+def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None) -> Entries | None:
     """`XREADGROUP ... >` in a KEYSHARED group, one atomic step (Pulsar's dispatcher, PIP-379):
 
     1. the caller's deferred entries, oldest first, whose hash does not drain at another consumer;
@@ -353,6 +353,8 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
        deferred, until the deferred set reaches the look-ahead bound.
 
     None when nothing was delivered (what was deferred on the way still changed the group).
+    MAXCOUNT/MAXSIZE (caps, read_caps.py) stop the read at the first entry they do not admit:
+    it stays deferred, or after the cursor.
     """
     state = group.keyshared
     name = consumer.name
@@ -396,6 +398,10 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
                 if fields is None:
                     gone.append(entry_id)
                     continue
+            if caps and not caps.admit(format_id(entry_id), fields):
+                position -= 1
+                limit = len(delivered)  # the budget is spent: nothing more in this read
+                break
             delivered.append(entry_id)
             bodies.append(fields)
             hashes.append(h)
@@ -428,8 +434,11 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
             owner = table[h]
             draining = h in hash_pending and hash_owner[h] != name
             if owner == name and not draining and h not in deferred_hashes:
+                body = _expand(fields, row)
+                if caps and not caps.admit(format_id(entry_id), body):
+                    break  # over MAXCOUNT/MAXSIZE: it stays after the cursor
                 delivered.append(entry_id)
-                bodies.append(_expand(fields, row))
+                bodies.append(body)
                 hashes.append(h)
                 scanned.append(entry_id)
                 continue
