@@ -204,7 +204,7 @@ class KeyShared:
 
     __slots__ = (
         "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
-        "deferred", "deferred_hashes", "queues", "blocked", "rows",
+        "deferred", "queues", "blocked", "rows",
     )  # fmt: skip
 
     def __init__(self, field: bytes, session_timeout: int = 0, lookahead: int = 0) -> None:
@@ -216,7 +216,6 @@ class KeyShared:
         self.hash_pending: dict[int, int] = {}
         self.hash_owner: dict[int, bytes] = {}
         self.deferred: dict[int, int] = {}
-        self.deferred_hashes: dict[int, int] = {}
         self.queues: dict[bytes | None, list[int]] = {}
         self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
         self.rows: dict[int, tuple] = {}  # deferred ID -> (node, its packed bytes, row) when deferred: a cache, not state
@@ -309,7 +308,6 @@ class KeyShared:
         if entry_id in self.deferred:
             return
         self.deferred[entry_id] = hash_value
-        self.deferred_hashes[hash_value] = self.deferred_hashes.get(hash_value, 0) + 1
         queue = self.queues.get(owner if owner is not None else self.ring.select(hash_value))
         if queue is None:
             queue = self.queues[owner if owner is not None else self.ring.select(hash_value)] = []
@@ -321,17 +319,12 @@ class KeyShared:
     def undefer(self, entry_ids, requeue: bool = True) -> None:
         """Entries leave the deferred set; requeue=False when the caller rebuilds their queue itself."""
         touched = set()
-        deferred, deferred_hashes = self.deferred, self.deferred_hashes
+        deferred = self.deferred
         select = self.ring.select
         for entry_id in entry_ids:
             hash_value = deferred.pop(entry_id, None)
             if hash_value is None:
                 continue
-            left = deferred_hashes[hash_value] - 1
-            if left:
-                deferred_hashes[hash_value] = left
-            else:
-                del deferred_hashes[hash_value]
             self.rows.pop(entry_id, None)
             if requeue:
                 touched.add(select(hash_value))
@@ -343,7 +336,6 @@ class KeyShared:
     def clear_deferred(self) -> list[int]:
         ids = sorted(self.deferred)
         self.deferred.clear()
-        self.deferred_hashes.clear()
         self.rows.clear()
         self.queues = {}
         return ids
