@@ -75,6 +75,8 @@ class SourceOptions:
     minid: int | None = None
     approximate: bool = False
     write_batch_size: int = DEFAULT_WRITE_BATCH
+    exactly_once: str = "auto"  # XADD IDMP per row: auto (when the server has it), true (required), false
+    write_id: str | None = None  # df.write's identity for IDMP (default: drawn per write on the driver)
 
 
 def _redact(url: str) -> str:
@@ -240,4 +242,18 @@ def write_options(raw) -> SourceOptions:
         minid=minid,
         approximate=_bool(options, "approximate", False),
         write_batch_size=_int(options, "writeBatchSize", DEFAULT_WRITE_BATCH, 1),
+        exactly_once=_exactly_once(options),
+        write_id=options.get("writeid") or None,
     )
+
+
+def _exactly_once(options: dict[str, str]) -> str:
+    """Option exactlyOnce: auto | true | false (pipeline/idempotence.py)."""
+    raw = options.get("exactlyonce", "auto").strip().lower()
+    if raw in _TRUE:
+        return "true"
+    if raw in _FALSE:
+        return "false"
+    if raw != "auto":
+        raise OptionError(f"option 'exactlyOnce' must be auto, true or false, got {raw!r}")
+    return raw

@@ -8,7 +8,12 @@ written as text; nulls are left out. So a DataFrame read with the default
 schema writes back the same entries. Options `maxlen` / `minid` (with
 `approximate=true` for `~`) trim on every XADD.
 
-Writes are at least once: a retried Spark task adds its rows again.
+Writes are exactly once where the server has idempotent XADD (IDMP: Redis 8.6,
+Millrace): each row without an explicit `id` carries a producer and idempotent
+ID derived from the write, batch, partition and row (pipeline/idempotence.py),
+so a retried task or a restarted streaming query adds nothing twice within the
+stream's IDMP-DURATION. Elsewhere, or with `exactlyOnce=false`, they are at
+least once: a retried task adds its rows again.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import MapType, StructType
 
 from pipeline.client import SourceError, connect, ping
+from pipeline.idempotence import RowIdentity, new_write_id, use_idmp
 from pipeline.options import OptionError, SourceOptions
 from pipeline.stream_ids import format_id
 
@@ -85,9 +91,16 @@ def _row_columns(rows: Iterator, size: int) -> Iterator[tuple[dict[str, list], i
         yield {name: [r[i] for r in chunk] for i, name in enumerate(chunk[0].__fields__)}, len(chunk)
 
 
-def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list], int]]) -> WriteCount:
+def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list], int]], write_id: str | None = None) -> WriteCount:
+    """XADD every row, pipelined; with IDMP (when in use) for rows without an explicit ID.
+
+    write_id: the identity of a `df.write` (a streaming write's comes from its query, see RowIdentity).
+    """
     client = connect(options.connection)
     ping(client, options.connection)
+    identity = None
+    if use_idmp(client, options.exactly_once, options.connection.describe()):
+        identity = RowIdentity.for_task(client, options.write_id or write_id)
     trim = _trim_args(options)
     written = 0
     pipe = client.pipeline(transaction=False)
@@ -105,7 +118,11 @@ def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list
                         f"millrace: row {written + row} has no stream (null 'stream' column and no option 'stream')"
                     )
                 entry_id = ids[row] if ids and ids[row] is not None else "*"
-                args: list = ["XADD", key, *trim, entry_id]
+                args: list = ["XADD", key]
+                if identity is not None and entry_id == "*":
+                    args += identity.idmp(key, written + row)
+                args += [*trim, entry_id]
+                empty = len(args)
                 if maps and maps[row]:
                     pairs = maps[row].items() if isinstance(maps[row], dict) else maps[row]
                     for field, value in pairs:
@@ -114,7 +131,7 @@ def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list
                 for name, values in columns.items():
                     if values[row] is not None:
                         args += [name, _text(values[row])]
-                if len(args) == 4 + len(trim):
+                if len(args) == empty:
                     raise SourceError(f"millrace: row {written + row} for stream {key!r} has no non-null field to write")
                 pipe.execute_command(*args)
             written += num_rows
@@ -140,9 +157,10 @@ class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(schema, options)
         self.options = options
+        self.write_id = options.write_id or new_write_id()  # on the driver: every task and retry of this write share it
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCount:
-        return write_batches(self.options, _arrow_columns(_small(iterator, self.options.write_batch_size)))
+        return write_batches(self.options, _arrow_columns(_small(iterator, self.options.write_batch_size)), self.write_id)
 
 
 class _StreamWriterBase:
@@ -179,9 +197,11 @@ def _small(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBa
 
 
 def check_reachable(options: SourceOptions) -> None:
-    """Called on the driver when the write is planned, so a bad address fails before any task runs."""
+    """Called on the driver when the write is planned, so a bad address fails before any task runs
+    (and a server without IDMP is reported there: refused with exactlyOnce=true, a warning with auto)."""
     client = connect(options.connection)
     try:
         ping(client, options.connection)
+        use_idmp(client, options.exactly_once, options.connection.describe())
     finally:
         client.close()
