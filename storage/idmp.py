@@ -16,7 +16,7 @@ loader removes exactly what the primary removed.
 
 from __future__ import annotations
 
-from xxhash import xxh3_128_intdigest
+from xxhash import xxh3_128_digest, xxh3_128_intdigest
 
 DEFAULT_DURATION = 100  # seconds (stream-idmp-duration)
 DEFAULT_MAXSIZE = 100  # iids per producer (stream-idmp-maxsize)
@@ -28,14 +28,18 @@ _U128 = (1 << 128) - 1
 def auto_iid(fields: list[bytes]) -> bytes:
     """IDMPAUTO's iid: XXH3-128 of each field-value pair, combined so that the pairs' order does not matter.
 
-    Each pair is hashed with its field's length in front (so `a`+`bc` and `ab`+`c`
-    differ), and the pair hashes are added modulo 2**128 (a sum does not depend
-    on the order and, unlike XOR, does not cancel a pair repeated twice).
+    Each pair is hashed as field||value with the field's length as the seed (so
+    `a`+`bc` and `ab`+`c` differ), and the pair hashes are added modulo 2**128
+    (a sum does not depend on the order and, unlike XOR, does not cancel a pair
+    given twice). Big-endian, 16 bytes.
     """
+    if len(fields) == 2:  # one pair: the sum is its hash (xxh3_128_digest is the big-endian form)
+        field = fields[0]
+        return xxh3_128_digest(field + fields[1], len(field))
     total = 0
     for i in range(0, len(fields), 2):
         field = fields[i]
-        total += xxh3_128_intdigest(b"%d:%s%s" % (len(field), field, fields[i + 1]))
+        total += xxh3_128_intdigest(field + fields[i + 1], len(field))
     return (total & _U128).to_bytes(16, "big")
 
 

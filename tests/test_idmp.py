@@ -90,7 +90,10 @@ def test_idmpauto_hashes_the_pairs_in_any_order(r2):
     split = r2.execute_command("XADD", "s", "IDMPAUTO", "p1", "*", "a", "bc")
     assert r2.execute_command("XADD", "s", "IDMPAUTO", "p1", "*", "ab", "c") != split  # no field||value ambiguity
     assert r2.execute_command("XADD", "s", "IDMPAUTO", "p2", "*", "f1", "a", "f2", "b", "f3", "c") != one
-    assert r2.xlen("s") == 7
+    # the parsed path (any letter case, other options) and the usual forms' fast path agree
+    assert r2.execute_command("XADD", "s", "idmpauto", "p1", "MAXLEN", "~", "1000", "*", "f3", "c", "f2", "b", "f1", "a") == one
+    assert r2.execute_command("XADD", "s", "Idmp", "p9", "x", "*", "f", "v") == r2.execute_command("XADD", "s", "IDMP", "p9", "x", "*", "g", "w")
+    assert r2.xlen("s") == 8  # the p9 entry added once
     # A pair given twice is not the same entry as the pair once (a sum of pair hashes, not XOR).
     twice = r2.execute_command("XADD", "s", "IDMPAUTO", "p3", "*", "f", "v", "f", "v")
     assert r2.execute_command("XADD", "s", "IDMPAUTO", "p3", "*", "f", "v") != twice

@@ -81,9 +81,9 @@ class IdempotentAdd:
 
     __slots__ = ("key", "pid", "iid", "original", "effects", "expired")
 
-    def __init__(self, ctx, key: bytes, stream: Stream, args, fields: list[bytes]) -> None:
-        self.key, self.pid = key, args.idmp_pid
-        self.iid = args.idmp_iid if args.idmp_iid is not None else auto_iid(fields)
+    def __init__(self, ctx, key: bytes, stream: Stream, pid: bytes, iid: bytes | None, fields: list[bytes]) -> None:
+        self.key, self.pid = key, pid
+        self.iid = iid if iid is not None else auto_iid(fields)
         self.original: bytes | None = None
         self.effects: list[list[bytes]] = []
         idmp = stream.idmp
@@ -105,6 +105,45 @@ class IdempotentAdd:
         idmp.record(self.pid, self.iid, parse_strict_id(reply))
         out.append([b"XIDMPRECORD", self.key, self.pid, self.iid, reply])
         return out
+
+
+def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field_pos: int):
+    """`XADD key IDMPAUTO pid * ...` / `XADD key IDMP pid iid * ...` without other options: the usual
+    idempotent XADD, inline (IdempotentAdd's steps) and through Stream.add's fast path."""
+    if not pid:
+        raise ReplyError(EMPTY_AUTO_PID if iid is None else EMPTY_PID)
+    if iid is None:
+        iid = auto_iid(argv[field_pos:])
+    elif not iid:
+        raise ReplyError(EMPTY_IID)
+    key = argv[1]
+    server = ctx.server
+    stream = ctx.db.lookup_type(key, server.now, Stream)
+    created = stream is None
+    out = []
+    if created:
+        stream = Stream()
+    elif (idmp := stream.idmp) is not None:
+        if 0 <= idmp.oldest_ms < server.now - idmp.duration * 1000 and not ctx.loading:
+            before = server.now - idmp.duration * 1000
+            if idmp.expire(before):
+                out.append(expire_effect(key, before))
+        iids = idmp.producers.get(pid)
+        if iids is not None and (entry_id := iids.get(iid)) is not None:
+            idmp.iids_duplicates += 1
+            return format_id(entry_id), out
+    fields = argv[field_pos:]
+    max_entries, max_bytes = server.config.stream_node_limits
+    reply = stream.add(server.now, fields, max_entries, max_bytes)
+    if created:
+        ctx.db.set(key, stream)
+    out.insert(0, [b"XADD", key, reply, *fields])
+    idmp = stream.idmp if stream.idmp is not None and not created else stream_idmp(ctx, key, stream, out)
+    if not created:
+        server.idmp_keys[(ctx.db.id, key)] = stream
+    idmp.record(pid, iid, stream.last_id)
+    out.append([b"XIDMPRECORD", key, pid, iid, reply])
+    return reply, out
 
 
 def expire_effect(key: bytes, before: int) -> list[bytes]:

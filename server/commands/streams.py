@@ -24,7 +24,7 @@ from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict
 
 from ..command import command
 from .args import help_reply, to_int
-from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp
+from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp, xadd_idempotent
 from .read_caps import MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, ReadCaps, check_count, parse_positive
 from .stream_args import (
     lookup_stream,
@@ -251,9 +251,13 @@ def xadd(ctx, argv):
             ctx.db.set(key, stream)
         reply = stream.add(server.now, fields, max_entries, max_bytes)
         return reply, [[b"XADD", key, reply, *fields]]
+    argc = len(argv)
+    if argv[2] == b"IDMPAUTO" and argc & 1 and argc >= 7 and argv[4] == b"*":  # the usual idempotent forms
+        return xadd_idempotent(ctx, argv, argv[3], None, 5)
+    if argv[2] == b"IDMP" and not argc & 1 and argc >= 8 and argv[5] == b"*":
+        return xadd_idempotent(ctx, argv, argv[3], argv[4], 6)
     # What a replica (or the AOF loader) applies: `XADD key ms-seq field value ...`, and after a
     # trim `XADD key MAXLEN = n ms-seq field value ...`. Anything else, errors included, is parsed in full.
-    argc = len(argv)
     if argc & 1:
         id_pos, maxlen = 2, -1
     elif argc >= 8 and argv[2] == b"MAXLEN" and argv[3] == b"=" and _is_count(argv[4]):
@@ -293,7 +297,7 @@ def xadd(ctx, argv):
     fields = argv[field_pos:]
     idempotent = None
     if args.idmp_pid is not None:
-        idempotent = IdempotentAdd(ctx, key, stream, args, fields)
+        idempotent = IdempotentAdd(ctx, key, stream, args.idmp_pid, args.idmp_iid, fields)
         if idempotent.original is not None:  # a repeat: nothing added, only an expiry on the way propagates
             return idempotent.original, idempotent.effects
     if args.id_given:
