@@ -172,9 +172,12 @@ class Model:
                 self.lost += sum(1 for i in removed if i >= slb)
             for group in self.groups.values():
                 if group.mode == b"manual":
-                    group.lost += sum(1 for i in removed if i > group.release)
+                    lost = sum(1 for i in removed if i > group.release)
                 else:
-                    group.lost += sum(1 for i in removed if i > group.last or i in group.pel)
+                    lost = sum(1 for i in removed if i > group.last or i in group.pel)
+                # No subscriber loses what it has not processed unless a MAX limit forced it
+                assert not (lost and group.mode != b"none" and self.policy[1] is None), (group.mode, lost)
+                group.lost += lost
             self.truncated += len(removed)
         self.keep(kept)
         return kept, low != high
