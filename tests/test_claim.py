@@ -305,6 +305,21 @@ def test_block_wakes_on_xnack(server, m):
     assert [p[0] for p in pending(m, "s", "g", "c2")] == [b"1-0", b"2-0"]
 
 
+def test_block_notices_within_a_second_an_entry_xclaim_made_idle(server, m):
+    """XCLAIM ... IDLE wakes no reader (as in Redis): the blocked CLAIM read re-checks at least once a second."""
+    setup(m, 1)
+    waiter = raw(server.client(protocol=2))
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("r", claim(waiter, "c2", 600_000, "BLOCK", 20_000)))
+    thread.start()
+    wait_blocked(m, 1)
+    age(m, "s", "g", "c1", 700_000, "1-0")
+    start = time.monotonic()
+    thread.join(15)
+    assert time.monotonic() - start < 10  # well before the 20 s timeout
+    assert [(e[0], e[3]) for e in result["r"][0][1]] == [(b"1-0", 1)]
+
+
 def test_block_wakes_on_a_new_entry_before_anything_is_idle_enough(server, m):
     setup(m, 1)
     waiter = raw(server.client(protocol=2))
