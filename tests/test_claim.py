@@ -494,6 +494,14 @@ def test_xpending_idle_filter_includes_nacked_entries(m):
     assert m.execute_command("XPENDING", "s", "g", "IDLE", 60_000, "-", "+", 10) == [[b"2-0", b"", -1, 1]]
 
 
+def test_xgrouplag_shows_a_nacked_lowest_pending_entry_as_xpending_does(m):
+    setup(m, 2)
+    age(m, "s", "g", "c1", 5000, "1-0")
+    assert as_map(m.execute_command("XGROUPLAG", "s", "g")[0])[b"oldest-pending-idle-ms"] >= 5000
+    m.execute_command("XNACK", "s", "g", "FAIL", "IDS", 1, "1-0")
+    assert as_map(m.execute_command("XGROUPLAG", "s", "g")[0])[b"oldest-pending-idle-ms"] == -1  # not now - 0
+
+
 def test_delconsumer_keeps_and_destroy_drops_nacked_entries(m):
     setup(m, 2)
     m.execute_command("XNACK", "s", "g", "FAIL", "IDS", 1, "1-0")

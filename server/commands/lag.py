@@ -55,7 +55,13 @@ def group_lag_map(ctx, key: bytes, name: bytes, stream, group) -> Map:
     entries_read = group_entries_read(stream, group)
     undelivered = first_undelivered_id(stream, group)
     oldest_undelivered = max(now - (undelivered >> 64), 0) if undelivered is not None else 0
-    oldest_idle = max(now - group.pel[group.pel.first()].delivery_time, 0) if pending else 0
+    first = group.pel[group.pel.first()] if pending else None
+    if first is None:
+        oldest_idle = 0
+    elif first.consumer is None:  # NACKed (XNACK): no delivery time, -1 as XPENDING shows it
+        oldest_idle = -1
+    else:
+        oldest_idle = max(now - first.delivery_time, 0)
     return Map(
         {
             b"name": name,
