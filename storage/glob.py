@@ -11,6 +11,9 @@ its quirks:
   a set missing its `]` runs to the end of the pattern (`[a-]` is the range
   from `a` down to `]`, because `-` takes the byte after it, whatever it is);
 - a trailing lone `\\` matches a backslash;
+- NOCASE (CONFIG GET, COMMAND LIST FILTERBY PATTERN) compares tolower() of
+  both bytes, and of a range's bounds after ordering them (`[Z-a]` is then
+  empty, `[A-z]` is `[a-z]`); an escaped byte inside a set stays exact;
 - the empty string is matched only by the empty pattern (Redis's loop never
   runs for an empty subject, so even `*` fails; KEYS and SCAN special-case a
   pattern of exactly `*` before they get here).
@@ -29,16 +32,27 @@ def _byte(b: int) -> str:
     return f"\\x{b:02x}"
 
 
-def _set_class(members: list[tuple[int, int]], negate: bool, nocase: bool) -> str:
+def _lower(b: int) -> int:
+    """C's tolower() in the C locale, which stringmatchlen uses for NOCASE."""
+    return b + 32 if 65 <= b <= 90 else b
+
+
+def _folded(lo: int, hi: int) -> list[tuple[int, int]]:
+    """The bytes c with lo <= tolower(c) <= hi, as ranges: Redis lowers a set's bounds and the byte
+    it compares, after putting the bounds in order (so `[Z-a]` is empty and `[A-z]` is `[a-z]`)."""
+    lo, hi = _lower(lo), _lower(hi)
+    out: list[tuple[int, int]] = []
+    for c in range(256):
+        if lo <= _lower(c) <= hi:
+            if out and out[-1][1] == c - 1:
+                out[-1] = (out[-1][0], c)
+            else:
+                out.append((c, c))
+    return out
+
+
+def _set_class(members: list[tuple[int, int]], negate: bool) -> str:
     """A regex for one byte in (or, negated, not in) the given inclusive ranges."""
-    if nocase:
-        extra = []
-        for lo, hi in members:
-            for b in range(lo, hi + 1):
-                if 65 <= b <= 90 or 97 <= b <= 122:
-                    other = b ^ 0x20
-                    extra.append((other, other))
-        members = members + extra
     if not members:
         return "[\\x00-\\xff]" if negate else "(?!)"
     body = "".join(_byte(lo) if lo == hi else f"{_byte(lo)}-{_byte(hi)}" for lo, hi in members)
@@ -68,7 +82,7 @@ def tokens(pattern: bytes, nocase: bool = False) -> list[str | None]:
             members: list[tuple[int, int]] = []
             while i < n:
                 c = pattern[i]
-                if c == 92 and n - i >= 2:  # '\' escapes the next byte
+                if c == 92 and n - i >= 2:  # '\' escapes the next byte, compared as it is even with NOCASE
                     i += 1
                     members.append((pattern[i], pattern[i]))
                 elif c == 93:  # ']'
@@ -77,12 +91,12 @@ def tokens(pattern: bytes, nocase: bool = False) -> list[str | None]:
                     lo, hi = c, pattern[i + 2]
                     if lo > hi:
                         lo, hi = hi, lo
-                    members.append((lo, hi))
+                    members.extend(_folded(lo, hi) if nocase else [(lo, hi)])
                     i += 2
                 else:
-                    members.append((c, c))
+                    members.extend(_folded(c, c) if nocase else [(c, c)])
                 i += 1
-            out.append(_set_class(members, negate, nocase))
+            out.append(_set_class(members, negate))
         else:
             if c == 92 and n - i >= 2:  # '\x' is x
                 i += 1

@@ -8,6 +8,13 @@ import pytest
 
 from storage.glob import compile_pattern, stringmatch
 
+
+@pytest.fixture(autouse=True)
+def _fresh_patterns():
+    """compile_pattern is cached: a pattern another test compiled first must not skip the translation under test."""
+    compile_pattern.cache_clear()
+
+
 # (pattern, subject, matches) — checked against Redis 7 with KEYS where the rule is a quirk.
 TABLE = [
     (b"*", b"anything", True),
