@@ -25,6 +25,7 @@ from bisect import bisect_right, insort
 
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
+from storage.claim import next_count
 from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, held_back, sticky_hash
 from storage.lag import register_held_back
 from storage.stream import Stream, _expand
@@ -516,11 +517,11 @@ def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, grou
             effects.append([b"XACK", key, group_name, format_id(entry_id)])
             continue
         pending = group.transfer(entry_id, pending, consumer)
-        pending.delivery_time = now
+        group.retime(entry_id, pending, now)  # every delivery-time change goes through retime (the CLAIM timeline)
         if retry_count >= 0:
             pending.delivery_count = retry_count
         elif not justid:
-            pending.delivery_count += 1
+            pending.delivery_count = next_count(pending.delivery_count)
         replies.append(entry_reply(stream, entry_id, justid))
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
 
