@@ -46,7 +46,6 @@ from .stream_id import MAX_ID
 
 NONE, AUTO, MANUAL = b"none", b"auto", b"manual"
 MODES = (NONE, AUTO, MANUAL)
-LIMIT_KINDS = (b"len", b"age", b"bytes")
 RUN_MAX_ENTRIES = 100_000  # entries one run removes at most (the rest at the next run)
 
 
@@ -155,12 +154,6 @@ def _deferred_floor(stream, keyshared) -> int | None:
                     best = entry_id
                 break
     return best
-
-
-def release_point(stream, role: GroupRole) -> int:
-    if role.mode == MANUAL:
-        return role.release + 1
-    return ack_floor(stream, role.group)
 
 
 # -- counting entries ------------------------------------------------------------
