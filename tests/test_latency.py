@@ -218,6 +218,27 @@ def test_graph_and_doctor_render_redis_samples_as_redis(pair):
     assert doctor(monitor, 1, config["slowlog-log-slower-than"], config["slowlog-max-len"], now) == report
 
 
+def test_expire_cycle_event(pair):
+    """Active expiry that takes at least the threshold is an `expire-cycle` spike, as in Redis."""
+    ours, _ = pair
+    with ours.client() as client:
+        client.flushall()
+        client.config_set("latency-monitor-threshold", 1)
+        client.execute_command("LATENCY", "RESET")
+        pipe = client.pipeline(transaction=False)
+        for i in range(60_000):
+            pipe.set(f"k{i}", "v", px=200)
+        pipe.execute()
+        deadline = time.monotonic() + 20
+        while client.dbsize() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        events = {row[0]: row for row in client.execute_command("LATENCY", "LATEST")}
+        client.config_set("latency-monitor-threshold", 0)
+        assert client.dbsize() == 0
+    assert b"expire-cycle" in events, events
+    assert events[b"expire-cycle"][2] >= 1
+
+
 # -- the arithmetic, against brute force -------------------------------------------
 
 POWER_BOUNDS = [highest_equivalent(1024 << k) // 1000 for k in range(21)]
