@@ -35,6 +35,7 @@ TESTS = [
     "tests/test_streams_effects.py",
     "tests/test_survivors.py",
     "tests/test_keyspace_survivors.py",
+    "tests/test_stream_survivors.py",
     "tests/test_spark_planning_model.py",
 ]
 SKIP = {".git", ".venv", "mutants", "data", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache", "spark-warehouse", "metastore_db"}

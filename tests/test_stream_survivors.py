@@ -1,0 +1,323 @@
+"""storage/stream.py against independent models: what the second mutation run found unguarded in-process.
+
+Most stream tests reach storage only through a server process, which mutmut
+cannot select, so these check storage/stream.py directly (issue 27, README
+"Mutation testing"): the msgpack integer table sealed nodes are built from,
+listpack element sizes (where nodes split, so what `XTRIM ~` removes),
+XINFO's radix-tree-nodes against a real compressed trie, MEMORY USAGE's
+accounting, XSETID's rules and exact errors, and a dump/load round trip over
+random workloads. Each model is written from the format's or Redis's rule.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+
+import msgpack
+import pytest
+
+import storage.stream as stream_mod
+from protocol.errors import ReplyError
+from storage.consumer_group import ConsumerGroup
+from storage.stream import Stream, _int_size, _pack_uints, _str_size, _uint_offset, _uint_table
+from storage.stream_id import make_id
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memos():
+    """storage.stream memoizes sizes and rows: a value seen by an earlier test must not skip the code under test."""
+    stream_mod._STR_SIZES.clear()
+    stream_mod._ROWS.clear()
+    stream_mod._LAST_ROW = (None, None)
+    stream_mod._DECODED.clear()
+
+
+# -- msgpack's unsigned integers ---------------------------------------------------------
+
+
+def test_uint_table_holds_msgpacks_encodings_of_0_to_65535():
+    """Every mutant of _uint_table (built once at import, so only a direct call can see one): sealed nodes
+    whose seqs come from this table unpacked to other IDs."""
+    table = _uint_table()
+    assert table == b"".join(msgpack.packb(i) for i in range(65536))
+    assert table == stream_mod._UINTS
+
+
+def test_uint_offset_points_at_each_encoding():
+    """_uint_offset's three bands (fixint, 0xcc, 0xcd) and their bounds."""
+    offset = 0
+    for value in range(65536):
+        assert _uint_offset(value) == offset, value
+        offset += len(msgpack.packb(value))
+
+
+def test_pack_uints_is_msgpack():
+    rng = random.Random(65)
+    for _ in range(300):
+        values = [rng.choice([rng.randint(0, 127), rng.randint(128, 1 << 20), 127, 128, 0]) for _ in range(rng.randint(1, 9))]
+        assert _pack_uints(values) == msgpack.packb(values), values
+
+
+# -- listpack element sizes ---------------------------------------------------------------
+
+_INT = re.compile(rb"-?(0|[1-9][0-9]*)")
+
+
+def lp_element_size(text: bytes) -> int:
+    """listpack.c: a string that is the canonical form of an int64 is stored as an integer (7-bit uint
+    1 byte, 13-bit 2, 16-bit 3, 24-bit 4, 32-bit 5, else 9), any other string with a 1, 2 or 5 byte
+    header (length < 64, < 4096, else); then the back-length, as lpEncodeBacklen sizes it (1 byte up to
+    127, then 2, 3, 4 below 16383, 2097151, 268435455: its bounds are not quite powers of two)."""
+    value = int(text) if _INT.fullmatch(text) and text != b"-0" else None
+    if value is not None and -(1 << 63) <= value < (1 << 63):
+        if 0 <= value < 128:
+            enc = 1
+        else:
+            enc = next(size for size, bits in ((2, 13), (3, 16), (4, 24), (5, 32), (9, 64)) if -(1 << (bits - 1)) <= value < (1 << (bits - 1)))
+    else:
+        n = len(text)
+        enc = n + (1 if n < 64 else 2 if n < 4096 else 5)
+    backlen = 1 if enc <= 127 else 2 if enc < 16383 else 3 if enc < 2097151 else 4 if enc < 268435455 else 5
+    return enc + backlen
+
+
+def interesting_texts(rng: random.Random) -> list[bytes]:
+    edges = [0, 1, 127, 128, 4095, 4096, 32767, 32768, 8388607, 8388608, 2147483647, 2147483648, (1 << 63) - 1, 1 << 63]
+    out = [b"", b"-", b"-0", b"00", b"01", b"+1", b" 1", b"1 ", b"0", b"9" * 20, b"9" * 21, b"-" + b"9" * 19, b"1.5", b"1e3"]
+    for edge in edges:
+        for value in (edge - 1, edge, edge + 1):
+            out += [b"%d" % value, b"%d" % -value]
+    for n in (*range(0, 140), 4090, 4094, 4095, 4096, 4097, 16379, 16380, 16381, 16382, 16383, 16384):
+        out.append(bytes(rng.choice(b"ab") for _ in range(n)))
+    out += [b"x" * n for n in (2097140, 2097146, 2097147, 2097148, 2097151)]
+    return out
+
+
+def test_listpack_element_sizes_match_the_model():
+    """_int_size's bands and _str_size's integer test, headers and back-length steps: a node split at
+    another entry than Redis's, so `XTRIM ~` and XINFO's node counts differed."""
+    rng = random.Random(4096)
+    for text in interesting_texts(rng):
+        assert _str_size(text) == lp_element_size(text), (text[:30], len(text))
+    for value in (0, 127, 128, -1, -4096, -4097, 4095, 4096, -32768, -32769, 32767, 32768, -8388608, -8388609, 8388607, 8388608, -(2**31), -(2**31) - 1, 2**31 - 1, 2**31, -(2**63), 2**63 - 1):
+        assert _int_size(value) == lp_element_size(b"%d" % value), value
+
+
+# -- radix tree nodes ---------------------------------------------------------------------
+
+
+def trie_nodes(keys: list[bytes]) -> int:
+    """Nodes of a rax over keys: build the plain byte trie, then count each maximal chain of non-key
+    nodes with one child as one compressed node and every other node as itself."""
+    if not keys:
+        return 1
+    root: dict = {}
+    for key in keys:
+        node = root
+        for byte in key:
+            node = node.setdefault(byte, {})
+        node[None] = True  # a key ends here
+    count = 0
+
+    def walk(node: dict, in_chain: bool) -> None:
+        nonlocal count
+        children = [child for byte, child in node.items() if byte is not None]
+        single = len(children) == 1 and None not in node
+        if not (single and in_chain):
+            count += 1  # a node of its own, or the start of a compressed chain
+        for child in children:
+            walk(child, single)
+
+    walk(root, False)
+    return count
+
+
+def test_radix_tree_nodes_match_a_compressed_trie():
+    """_rax_nodes' leaf depth (16), its first depth (0), the 16 big-endian key bytes, and the cached
+    count's key (count and both ends): XINFO STREAM FULL's radix-tree-nodes went wrong or stale."""
+    rng = random.Random(16)
+    for _ in range(60):
+        s = Stream()
+        ms = rng.choice([0, 1, 255, 256, 1 << 20, 1 << 47, 1 << 56, (1 << 64) - 300])
+        seq = rng.choice([0, 250, 65530, 1 << 40, (1 << 64) - 400])
+        for _ in range(rng.randint(1, 40)):
+            step = rng.choice(["seq", "seq", "seq256", "ms", "ms256", "far"])
+            if step == "seq":
+                seq += rng.randint(1, 3)
+            elif step == "seq256":
+                seq += 256 * rng.randint(1, 3)
+            elif step == "ms":
+                ms, seq = ms + rng.randint(1, 3), 0
+            elif step == "ms256":
+                ms, seq = ms + 256 * rng.randint(1, 300), rng.randint(0, 300)
+            else:
+                ms, seq = ms + rng.randint(1, 1 << 50), 0
+            if ms >= 1 << 64 or seq >= 1 << 64:
+                break
+            s.append(make_id(ms, seq), [b"f", b"v"], rng.choice([1, 1, 2, 3]), 0)
+            assert s.radix_tree_nodes() == trie_nodes([key.to_bytes(16, "big") for key in s.keys])
+        while len(s):
+            s.trim(maxlen=rng.randint(0, len(s) - 1))
+            assert s.radix_tree_nodes() == trie_nodes([key.to_bytes(16, "big") for key in s.keys])
+
+
+# -- MEMORY USAGE -------------------------------------------------------------------------
+
+
+def objects_held(s: Stream) -> int:
+    """The bytes of the distinct objects the stream holds (each counted once): a floor for MEMORY USAGE."""
+    seen: dict[int, int] = {}
+
+    def add(obj) -> None:
+        seen.setdefault(id(obj), sys.getsizeof(obj))
+
+    for obj in (s, s.nodes, s.keys, *s.keys):
+        add(obj)
+    for names in s._fields:
+        add(names)
+        for name in names:
+            add(name)
+    for node in s.nodes:
+        for obj in (node, node.master_id, node.last_id):
+            add(obj)
+        if node.packed is not None:
+            add(node.packed)
+        else:
+            add(node.ids)
+            add(node.rows)
+            for entry_id, row in zip(node.ids, node.rows, strict=True):
+                add(entry_id)
+                add(row)
+                for item in row:
+                    add(item)
+    return sum(seen.values())
+
+
+def test_memory_usage_counts_everything_the_stream_holds():
+    """memory_usage's sums (`+=` turned into `=` or `-=`, a part measured as None): MEMORY USAGE fell
+    below what the stream keeps alive, or grew by less than the values an entry added to the open node."""
+    rng = random.Random(1024)
+    for _ in range(12):
+        s = Stream()
+        max_entries = rng.choice([2, 5, 100])
+        previous = s.memory_usage()
+        assert previous >= objects_held(s)
+        for i in range(rng.randint(1, 60)):
+            fields = rng.choice([[b"f", b"v%d" % i], [b"a", b"x" * rng.randint(0, 300), b"b", b"%d" % i], [b"g%d" % (i % 3), b"%d" % (i * 7919)]])
+            nodes = len(s.nodes)
+            s.append(make_id(1000 + i, 0), fields, max_entries, 4096)
+            now = s.memory_usage()
+            assert now >= objects_held(s)
+            if len(s.nodes) == nodes:  # (a new node seals the previous one, which may then take less)
+                assert now - previous >= sum(len(item) for item in fields[1::2])
+            previous = now
+        while len(s):
+            before = s.memory_usage()
+            s.trim(maxlen=rng.randint(0, len(s) - 1))
+            assert s.memory_usage() <= before
+            assert s.memory_usage() >= objects_held(s)
+
+
+# -- XSETID -------------------------------------------------------------------------------
+
+
+def test_set_id_rules_and_exact_errors():
+    """set_id's bounds (`<` vs `<=`), its `-1` for "no ENTRIESADDED", the clamp of a group's entries-read
+    when entries-added is lowered, the default max-deleted-entry-id and Redis's exact error texts."""
+    s = Stream()
+    for i in range(1, 6):
+        s.append(make_id(i, 0), [b"f", b"v"])
+    s.delete([make_id(2, 0)])
+    with pytest.raises(ReplyError) as error:
+        s.set_id(make_id(1, 5))
+    assert str(error.value) == "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id"
+    with pytest.raises(ReplyError) as error:
+        s.set_id(make_id(4, 9))
+    assert str(error.value) == "ERR The ID specified in XSETID is smaller than the target stream top item"
+    with pytest.raises(ReplyError) as error:
+        s.set_id(make_id(9, 0), entries_added=3)
+    assert str(error.value) == "ERR The entries_added specified in XSETID is smaller than the target stream length"
+    s.set_id(make_id(5, 0))  # the top item itself, no ENTRIESADDED: accepted, counters untouched
+    assert (s.last_id, s.entries_added, s.max_deleted_entry_id) == (make_id(5, 0), 5, make_id(2, 0))
+    s.set_id(make_id(5, 0), entries_added=4)  # equal to the length: accepted
+    assert s.entries_added == 4
+
+    empty = Stream()
+    empty.append(make_id(3, 0), [b"f", b"v"])
+    empty.delete([make_id(3, 0)])
+    empty.set_id(make_id(3, 0))  # equal to max-deleted-entry-id: accepted (Redis refuses only smaller)
+    assert (empty.last_id, empty.max_deleted_entry_id, empty.last_valid_id()) == (make_id(3, 0), make_id(3, 0), 0)
+
+    g = Stream()
+    for i in range(1, 4):
+        g.append(make_id(i, 0), [b"f", b"v"])
+    high, low = ConsumerGroup(make_id(3, 0), 3), ConsumerGroup(make_id(1, 0), 1)
+    g.groups = {b"high": high, b"low": low}
+    g.set_id(make_id(9, 0), entries_added=5)  # raised: no group touched
+    assert (high.entries_read, low.entries_read) == (3, 1)
+    g.set_id(make_id(9, 0), entries_added=3)  # lowered to 3: 3 stays 3
+    assert (high.entries_read, low.entries_read, g.max_deleted_entry_id) == (3, 1, 0)
+    high.entries_read = 5
+    g.set_id(make_id(9, 0), entries_added=3)  # equal: not lowered, a counter past it stays (redis#15489)
+    assert high.entries_read == 5
+    g.set_id(make_id(9, 0), entries_added=4)
+    g.set_id(make_id(9, 0), entries_added=3)
+    assert (high.entries_read, low.entries_read) == (3, 1)
+
+
+def test_last_valid_id_of_an_empty_stream_is_zero():
+    s = Stream()
+    assert s.last_valid_id() == 0
+    s.append(make_id(7, 1), [b"f", b"v"])
+    assert s.last_valid_id() == make_id(7, 1)
+    s.delete([make_id(7, 1)])
+    assert s.last_valid_id() == 0 and s.last_id == make_id(7, 1)
+
+
+# -- a random workload through dump and load -----------------------------------------------
+
+
+def model_entries(s: Stream) -> list[tuple[int, list[bytes]]]:
+    return s.range(0, (1 << 128) - 1)
+
+
+def test_dump_load_round_trip_over_random_workloads():
+    """dump()/load() and what a loaded stream then does: every entry, counter and node boundary kept, so a
+    restart from a snapshot trims, splits and reads exactly like the stream it saved."""
+    rng = random.Random(2027)
+    for _ in range(25):
+        s = Stream()
+        max_entries, max_bytes = rng.choice([(3, 4096), (100, 200), (5, 0), (100, 4096)])
+        model: list[tuple[int, list[bytes]]] = []
+        ms = 1
+        for _ in range(rng.randint(0, 120)):
+            op = rng.random()
+            if op < 0.7:
+                ms += rng.randint(0, 2)
+                seq = 0 if not model or (model[-1][0] >> 64) != ms else (model[-1][0] & ((1 << 64) - 1)) + 1
+                entry_id = max(make_id(ms, seq), s.last_id + 1)
+                flat = rng.choice([[b"f", b"%d" % rng.randint(-300, 70000)], [b"name", b"x" * rng.randint(0, 90), b"n", b"7"]])
+                s.append(entry_id, flat, max_entries, max_bytes)
+                model.append((entry_id, flat))
+            elif op < 0.85 and model:
+                victims = rng.sample([e for e, _ in model], k=min(len(model), rng.randint(1, 3)))
+                s.delete(victims)
+                model = [(e, f) for e, f in model if e not in victims]
+            elif model:
+                keep = rng.randint(0, len(model))
+                s.trim(maxlen=keep)
+                model = model[len(model) - keep :]
+            assert model_entries(s) == model
+        loaded = Stream.load(msgpack.unpackb(msgpack.packb(s.dump()), raw=False))
+        assert loaded.dump() == s.dump()
+        assert model_entries(loaded) == model
+        assert (len(loaded), loaded.first_id, loaded.last_id, loaded.entries_added, loaded.max_deleted_entry_id) == (
+            len(s), s.first_id, s.last_id, s.entries_added, s.max_deleted_entry_id)
+        assert loaded.range(0, (1 << 128) - 1, rev=True, count=3) == model[::-1][:3]
+        after = s.last_id + 1
+        for twin in (s, loaded):
+            twin.append(after, [b"f", b"after"], max_entries, max_bytes)
+            twin.trim(maxlen=max(0, len(twin) - 7), approx=True)
+        assert loaded.dump() == s.dump()
