@@ -25,3 +25,6 @@ def register(spark) -> None:
     if not os.environ.get("PYSPARK_PYTHON") and not os.environ.get("SPARK_ENV_LOADED") and context.pythonExec == "python3":
         os.environ["PYSPARK_PYTHON"] = context.pythonExec = sys.executable
     spark.dataSource.register(MillraceDataSource)
+    from pipeline.save_modes import install
+
+    install()

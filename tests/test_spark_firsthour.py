@@ -180,6 +180,12 @@ def test_save_modes(spark, r, server):
         df.write.format("millrace").option("url", url).option("stream", "out").mode("overwrite").save()
     assert "save mode 'overwrite' is not supported" in str(excinfo.value) and "mode('append')" in str(excinfo.value)
     assert r.xlen("out") == 2  # nothing appended again
+    for mode, shown in ((None, "ErrorIfExists"), ("ignore", "Ignore"), ("errorifexists", "ErrorIfExists")):
+        writer = df.write.format("millrace").option("url", url).option("stream", "out")
+        with pytest.raises(Exception, match=re.escape(f"millrace: save mode '{shown}' is not supported")) as excinfo:
+            (writer.mode(mode) if mode else writer).save()
+        assert "mode('append')" in str(excinfo.value)
+    assert r.xlen("out") == 2
 
 
 def test_complete_output_mode_is_refused(spark, r, server, tmp_path):
