@@ -135,10 +135,10 @@ def _param(name: str, kind: str, default: object, **kw) -> None:
 _param("port", "int", 6379, high=65535, listener=True)
 _param("bind", "string", "127.0.0.1 -::1", multi=True, listener=True)
 _param("dir", "string", ".", protected=True)  # Redis: the working directory; it must exist
-_param("dbfilename", "string", "dump.mpk", protected=True)
+_param("dbfilename", "string", "dump.mpk", protected=True, normalize=lambda v: _base_name(v, "dbfilename", "filename"))
 _param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"), mutable=False)
-_param("appendfilename", "string", "appendonly.aof", mutable=False)
-_param("appenddirname", "string", "appendonlydir", mutable=False)
+_param("appendfilename", "string", "appendonly.aof", mutable=False, normalize=lambda v: _base_name(v, "appendfilename", "filename"))
+_param("appenddirname", "string", "appendonlydir", mutable=False, normalize=lambda v: _base_name(v, "appenddirname", "dirname"))
 _param("databases", "int", 16, low=1, high=INT_MAX, mutable=False)
 _param("maxclients", "int", 10000, low=1, high=UINT_MAX)
 _param("maxmemory", "memory", 0, high=ULLONG_MAX)
@@ -408,6 +408,13 @@ def _parse_kind(param: Param, raw: str) -> object:
             raise ConfigError("Invalid save parameters")
         return " ".join(str(int(w)) for w in words)
     return raw
+
+
+def _base_name(value: str, name: str, what: str) -> str:
+    """Redis's pathIsBaseName: a file name in `dir`, never a path that leaves it."""
+    if "/" in value or "\\" in value:
+        raise ConfigError(f"{name} can't be a path, just a {what}")
+    return value
 
 
 def _replicaof(value: str) -> str:

@@ -27,6 +27,7 @@ from .config import PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
 from .lag_watch import cron as lag_watch_cron
 from .notify import notify_expired
+from .open_files import adjust_open_files_limit
 from .process import VERBOSE, PeriodicLog, daemonize, pidfile_path, remove_pidfile, startup_warnings, write_pidfile
 from .server import Server
 
@@ -217,15 +218,17 @@ async def serve(server: Server) -> None:
     loop = asyncio.get_running_loop()
     server.loop = loop
     config = server.config
-    hosts = [h.lstrip("-") for h in config["bind"].split()]
     sockets = []
-    for host in hosts:
+    for word in config["bind"].split():
+        host = word.lstrip("-")
         try:
             sockets.append(_listen(host, config["port"], config["tcp-backlog"]))
         except OSError as exc:
-            if not sockets and host == hosts[-1]:
-                raise
-            log.warning("Could not bind %s: %s", host, exc)
+            if word.startswith("-") and exc.errno in UNAVAILABLE:
+                continue  # an optional address this host does not have (Redis's '-')
+            _cannot_listen(f"{host}:{config['port']}", exc)
+    if not sockets:
+        _cannot_listen(f"*:{config['port']}", OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL)))
     server.port = sockets[0].getsockname()[1]
     server.memory_startup = rss_bytes()
     stopped = loop.create_future()
@@ -250,6 +253,19 @@ async def serve(server: Server) -> None:
     if pidfile:
         remove_pidfile(pidfile)
     log.info("Millrace is now ready to exit, bye bye...")
+
+
+# Errors that make an optional ('-') bind address skipped rather than fatal, as Redis's listenToPort.
+UNAVAILABLE = frozenset({errno.ENOPROTOOPT, errno.EPROTONOSUPPORT, errno.ESOCKTNOSUPPORT, errno.EPFNOSUPPORT, errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL})
+
+
+def _cannot_listen(address: str, exc: OSError) -> None:
+    """A bind address that cannot be listened on ends the start-up, with Redis's two lines: serving
+    the other addresses alone sent clients of that one to whatever else holds the port."""
+    port = address.rsplit(":", 1)[1]
+    log.warning("Warning: Could not create server TCP listening socket %s: bind: %s", address, exc.strerror or exc)
+    log.warning("Failed listening on port %s (tcp), aborting.", port)
+    sys.exit(1)
 
 
 def _listen(host: str, port: int, backlog: int) -> socket.socket:
@@ -341,6 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     if server.config["daemonize"]:
         daemonize()
     setup_logging(server.config)
+    adjust_open_files_limit(server.config)
     pidfile = pidfile_path(server.config)
     if pidfile:
         write_pidfile(pidfile)

@@ -1,0 +1,54 @@
+"""The open-files limit at start-up, as Redis's adjustOpenFilesLimit.
+
+Every client is a file descriptor, and the server needs a few more of its own
+(listeners, log, snapshot and AOF files, the event loop's): maxclients + 32. The
+soft limit is raised that far if the hard limit lets it (Redis asks for the
+hard limit too, stepping down 16 at a time until the system agrees); where it
+cannot be, maxclients is lowered to what fits, with Redis's three warnings, so
+that a client past it is told `-ERR max number of clients reached` instead of
+being dropped by a failing accept. With 32 descriptors or fewer the server
+cannot start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import sys
+
+log = logging.getLogger("millrace")
+
+MIN_RESERVED_FDS = 32  # CONFIG_MIN_RESERVED_FDS: descriptors kept for the server's own files
+STEP = 16  # Redis's decrement between two refused limits
+
+
+def adjust_open_files_limit(config) -> None:
+    """Raise RLIMIT_NOFILE toward maxclients + 32, else lower maxclients; exits when nothing fits."""
+    maxclients = config["maxclients"]
+    maxfiles = maxclients + MIN_RESERVED_FDS
+    old, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if old == resource.RLIM_INFINITY or old >= maxfiles:
+        return
+    best, error = maxfiles, 0
+    while best > old:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (best, best))
+            break
+        except (OSError, ValueError) as exc:
+            error = getattr(exc, "errno", None) or 1  # EPERM: Python says ValueError for some refusals
+            best -= STEP
+    best = max(best, old)
+    if best >= maxfiles:
+        log.info("Increased maximum number of open files to %d (it was originally set to %d).", maxfiles, old)
+        return
+    if best <= MIN_RESERVED_FDS:
+        log.warning("Your current 'ulimit -n' of %d is not enough for the server to start. "
+                    "Please increase your open file limit to at least %d. Exiting.", old, maxfiles)
+        sys.exit(1)
+    reduced = best - MIN_RESERVED_FDS
+    log.warning("You requested maxclients of %d requiring at least %d max file descriptors.", maxclients, maxfiles)
+    log.warning("Server can't set maximum open files to %d because of OS error: %s.", maxfiles, os.strerror(error))
+    log.warning("Current maximum open files is %d. maxclients has been reduced to %d to compensate for low ulimit. "
+                "If you need higher maxclients increase 'ulimit -n'.", best, reduced)
+    config.startup_set("maxclients", str(reduced))
