@@ -15,7 +15,7 @@ from pipeline.options import OptionError
 CONNECTION = ("url", "host", "port", "username", "password", "db", "ssl", "timeout", "sentinel", "sentinelMaster")
 READ = (*CONNECTION, "streams", "stream", "startingOffsets", "endingOffsets", "startingTimestamp", "numPartitions",
         "readCount", "maxRecordsPerTrigger", "maxOffsetsPerTrigger", "failOnDataLoss", "group")
-WRITE = (*CONNECTION, "stream", "streams", "maxlen", "minid", "approximate", "writeBatchSize")
+WRITE = (*CONNECTION, "stream", "streams", "maxlen", "minid", "approximate", "writeBatchSize", "exactlyOnce", "writeId")
 SPARK_OWN = ("path", "checkpointLocation", "queryName")  # options Spark itself may hand a source
 
 # Kafka source/sink option -> what to use with Millrace (None: no equivalent, and why)

@@ -45,7 +45,8 @@ def test_read_option_names(options, expected):
 def test_valid_options_and_spark_own_ones_pass():
     read_options({"streams": "a", "startingoffsets": "earliest", "maxoffsetspertrigger": "5", "path": "x",
                   "checkpointlocation": "/tmp/x", "failondataloss": "false", "group": "g"}, streaming=True)
-    write_options({"stream": "a", "maxlen": "5", "approximate": "true", "checkpointlocation": "/tmp/x", "writebatchsize": "7"})
+    write_options({"stream": "a", "maxlen": "5", "approximate": "true", "checkpointlocation": "/tmp/x", "writebatchsize": "7",
+                   "exactlyonce": "auto", "writeid": "w1"})
 
 
 def test_write_option_names():
