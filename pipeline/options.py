@@ -224,7 +224,7 @@ def write_options(raw) -> SourceOptions:
     from pipeline.option_names import WRITE, check_names
 
     options = _normalize(raw)
-    check_names(options, WRITE, "write")
+    check_names(options, WRITE, "write")  # a new option's name goes into pipeline/option_names.py too
     maxlen = _int(options, "maxlen", None, 0)
     minid_raw = options.get("minid") or None
     minid = None

@@ -49,6 +49,17 @@ def test_valid_options_and_spark_own_ones_pass():
                    "exactlyonce": "auto", "writeid": "w1"})
 
 
+def test_every_option_the_parser_reads_is_a_valid_name():
+    """An option added to pipeline/options.py but not to option_names.py would be refused as unknown."""
+    from pipeline.option_names import READ, WRITE
+
+    source = (ROOT / "pipeline" / "options.py").read_text()
+    read = set(re.findall(r'_(?:int|bool|positions)\(options, "([A-Za-z]+)"', source))
+    read |= set(re.findall(r'options\.get\("([a-z]+)"', source)) | set(re.findall(r'"([a-z]+)" in options', source))
+    valid = {name.lower() for name in (*READ, *WRITE)}
+    assert read and {name.lower() for name in read} <= valid, sorted({n.lower() for n in read} - valid)
+
+
 def test_write_option_names():
     with pytest.raises(OptionError, match="option 'topic' is a Kafka source option; Millrace reads Redis streams: use option 'stream'"):
         write_options({"topic": "t"})
