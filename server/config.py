@@ -192,6 +192,12 @@ _param("latency-tracking-info-percentiles", "string", "50 99 99.9", multi=True, 
 _param("lazyfree-lazy-user-flush", "bool", False)
 _param("activerehashing", "bool", True)
 _param("dynamic-hz", "bool", True)
+# TLS is not built in: a TLS port, TLS to the primary or the cluster bus would be a security setting
+# accepted and ignored, so each is refused (its other tls-* parameters, as in Redis, do nothing
+# while these are off).
+_param("tls-port", "int", 0, high=65535, normalize=lambda v: _no_tls("tls-port", v, 0))
+_param("tls-replication", "bool", False, normalize=lambda v: _no_tls("tls-replication", v, False))
+_param("tls-cluster", "bool", False, normalize=lambda v: _no_tls("tls-cluster", v, False))
 
 
 def _output_limits():
@@ -408,6 +414,12 @@ def _parse_kind(param: Param, raw: str) -> object:
             raise ConfigError("Invalid save parameters")
         return " ".join(str(int(w)) for w in words)
     return raw
+
+
+def _no_tls(name: str, value: object, off: object) -> object:
+    if value != off:
+        raise ConfigError(f"TLS is not supported by Millrace: {name} cannot be enabled (put a TLS terminating proxy in front of the plain port)")
+    return value
 
 
 def _base_name(value: str, name: str, what: str) -> str:
