@@ -28,6 +28,7 @@ from protocol.reply import Error
 from storage.keyspace import Database
 
 from .client import LoadingClient
+from .commands.idmp import register_loaded as idmp_register_loaded
 from .fork import fork, reap
 
 log = logging.getLogger("millrace")
@@ -209,6 +210,7 @@ class Persistence:
             raise LoadError(f"the snapshot holds database {min(loaded.dbs)}, but databases is {len(server.keyspace)}")
         self.loaded_keys = loaded.keys - expired
         self.loaded_expired = expired
+        idmp_register_loaded(server)  # the IDMP expiry cron goes on for the loaded streams (redis#14869)
 
     def _restore_replication(self, loaded: snapshot.Snapshot) -> None:
         """The replication ID and offset a snapshot recorded (Redis's RDB aux fields).

@@ -124,3 +124,23 @@ def test_snapshot_restart_and_rewrite_without_preamble_keep_the_counters(tmp_pat
         assert idmp_maps(proc) == expected
     finally:
         proc.stop()
+
+
+def test_iids_loaded_from_a_snapshot_still_expire(tmp_path):
+    """The cron expires the iids of streams that came from a snapshot, with no idempotent XADD since (redis#14869)."""
+    proc = start_millrace("--save", "", workdir=str(tmp_path))
+    try:
+        client = proc.client()
+        client.xadd("s", {"f": "v"})
+        client.execute_command("XCFGSET", "s", "IDMP-DURATION", "2")
+        for i in range(5):
+            client.execute_command("XADD", "s", "IDMP", f"p{i % 2}", f"i{i}", "*", "f", i)
+        assert client.save() is True
+        kill9(proc)
+        proc = start_millrace("--save", "", workdir=str(tmp_path), port=proc.port)
+        client = proc.client()
+        assert fields(client, "s")[b"iids-tracked"] == 5  # loaded; then the cron forgets them
+        wait_for(lambda: fields(client, "s")[b"pids-tracked"] == 0, timeout=8)
+        assert fields(client, "s")[b"iids-added"] == 5
+    finally:
+        proc.stop()

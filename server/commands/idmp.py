@@ -297,6 +297,14 @@ def register(server, db: int, key: bytes, stream: Stream) -> None:
     server.idmp_keys[(db, key)] = stream
 
 
+def register_loaded(server) -> None:
+    """After a snapshot replaced the databases: the streams with IDMP state, for the cron (O(keys), once per load)."""
+    server.idmp_keys = {
+        (db.id, key): value for db in server.keyspace.dbs for key, value in db.data.items()
+        if type(value) is Stream and value.idmp is not None
+    }  # fmt: skip
+
+
 def expire_cycle(server) -> None:
     """Forget the iids past their stream's IDMP-DURATION (on a primary; replicas apply its effects)."""
     if not server.idmp_keys or (server.replication is not None and server.replication.master is not None):
