@@ -492,3 +492,19 @@ def test_snapshot_records_without_idmp_keys_still_load():
     tracked = source.keyspace.dbs[0].data[b"s"]
     kind, payload = encode_value(tracked)
     assert len(payload) == 3 and decode_value(kind, payload).idmp.dump() == tracked.idmp.dump()
+
+
+def test_config_rewrite_keeps_the_idmp_configs(tmp_path):
+    from tests.test_cli import start_with_file
+
+    proc = start_with_file(tmp_path, "stream-idmp-maxsize 50\n")
+    try:
+        conn = RawConn(proc.port)
+        assert conn.call("CONFIG", "GET", "stream-idmp-maxsize") == [b"stream-idmp-maxsize", b"50"]
+        assert conn.call("CONFIG", "SET", "stream-idmp-duration", "600") == b"OK"
+        assert conn.call("CONFIG", "REWRITE") == b"OK"
+        conn.close()
+    finally:
+        proc.stop()
+    lines = (tmp_path / "millrace.conf").read_text().splitlines()
+    assert "stream-idmp-maxsize 50" in lines and "stream-idmp-duration 600" in lines
