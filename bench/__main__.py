@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .harness import Env, Row
 
-ORDER = ("foundation", "streams", "groups", "keyshared", "spark", "keyspace", "persistence", "replication", "ha", "lag", "r8", "retention")
+ORDER = ("foundation", "streams", "groups", "keyshared", "spark", "keyspace", "persistence", "replication", "ha", "lag", "r8", "retention", "hardening")
 HERE = Path(__file__).resolve().parent
 
 
