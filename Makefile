@@ -7,7 +7,7 @@ PORT   ?= 6379
 DATA   ?= ./data
 FSYNC  ?= everysec
 
-.PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo
+.PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo fuzz
 
 install: $(VENV)/.installed                # the server and its four libraries
 install-spark: $(VENV)/.installed-spark    # + PySpark, pyarrow, pandas (the pipeline)
@@ -43,6 +43,10 @@ ha-demo: install-dev  # a Millrace primary, two replicas and three redis-sentine
 
 bench: install-dev
 	$(PY) -m bench $(BENCH_ARGS)
+
+# A long run of mutated requests (issue 25; not part of `make test`): make fuzz FUZZ_ARGS="--requests 50000"
+fuzz: install-dev
+	$(PY) -m tests.fuzz $(FUZZ_ARGS)
 
 crash-test: install
 	$(PY) -m bench.crash_test
