@@ -103,6 +103,20 @@ class PendingList:
         else:
             order.insert(i, entry_id)
 
+    def insert_new(self, entry_ids: list[int], pending: PendingEntry) -> None:
+        """__setitem__ for increasing IDs none of which is pending, all sharing `pending`."""
+        self.entries.update(dict.fromkeys(entry_ids, pending))
+        order, head = self.order, self.head
+        if not order or entry_ids[0] > order[-1]:
+            order.extend(entry_ids)
+            return
+        for entry_id in entry_ids:
+            i = bisect_left(order, entry_id, head)
+            if i < len(order) and order[i] == entry_id:
+                self.stale -= 1  # its stale copy is live again
+            else:
+                order.insert(i, entry_id)
+
     def pop(self, entry_id: int, default=None):
         pending = self.entries.pop(entry_id, None)
         if pending is None:
@@ -318,6 +332,13 @@ class ConsumerGroup:
             if timeline is not None:
                 for entry_id in entry_ids:
                     heappush(timeline, (now, entry_id))
+            return
+        if self.timeline is None and not any(map(pel.entries.__contains__, entry_ids)):
+            # None pending yet (a KEYSHARED group delivers older deferred entries): the same shared
+            # entry, inserted in place in both lists (one C-level seek and insert per ID)
+            pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)
+            pel.insert_new(entry_ids, pending)
+            own.insert_new(entry_ids, pending)
             return
         for entry_id in entry_ids:
             self.add_pending(entry_id, consumer, now)

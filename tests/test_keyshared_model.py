@@ -36,7 +36,7 @@ from storage.consumer_group import dump_groups, load_groups
 from storage.keyshared import NONE_KEY, point_hashes, sticky_hash
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, parse_strict_id
-from tests.test_group_effects import dump, replay
+from tests.test_group_effects import assert_pels_counted, dump, replay
 
 KEY, GROUP = b"s", b"g"
 KEYS = [b"k%d" % i for i in range(300)]
@@ -217,6 +217,7 @@ class Model:
             owners.setdefault(self.key_of[entry_id], set()).add(pending.consumer.name)
             assert ks.pel_hash[entry_id] == sticky_hash(self.key_of[entry_id])
         assert all(len(names) == 1 for names in owners.values()), "a key pending at two consumers"
+        assert_pels_counted(self.server)  # the PEL lists' bookkeeping (deliveries insert older IDs in place)
         assert len(ks.pel_hash) == len(group.pel)
         pending = set(group.pel.keys())
         deferred = set(ks.deferred)
@@ -290,3 +291,21 @@ def test_every_consumer_drains_everything_in_the_end():
     assert not group.pel and not group.keyshared.deferred
     live = {i for i, _ in model.stream().range(0, MAX_ID)}
     assert live <= model.acked
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_bulk_paths_decide_as_the_entry_loop(seed, monkeypatch):
+    """read_new's bulk queue take and node-span scan give the same state and effects as its per-entry loop."""
+    import server.commands.keyshared as keyshared
+
+    outcomes = []
+    for bulk in (True, False):
+        if not bulk:
+            monkeypatch.setattr(keyshared, "_take_queue_fast", lambda *args: False)
+            monkeypatch.setattr(keyshared, "_scan_fast_applies", lambda *args: False)
+        model = Model(1000 + seed)
+        for _ in range(250):
+            model.step()
+            model.check()
+        outcomes.append((keyshared_state(model.server), model.batches))
+    assert outcomes[0] == outcomes[1]

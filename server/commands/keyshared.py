@@ -22,18 +22,22 @@ subcommands, refused to ordinary clients: `XGROUP JOIN key group consumer`
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+from collections import deque
+from itertools import repeat
+from operator import itemgetter
 
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
 from storage.claim import next_count
 from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, held_back, sticky_hash
 from storage.lag import register_held_back
-from storage.stream import Stream, _expand
+from storage.stream import Stream, _expand, expand_rows
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
 
 from ..command import command
 from .args import LLONG_MAX, Cursor, to_int
 from .group_config import setconfig_option
+from .groups import _delivered_ids, xclaim_effect  # groups.py imports this module last, once these exist
 from .stream_args import lookup_stream, read_stream
 
 register_held_back(lambda _stream, group: held_back(group))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
@@ -345,6 +349,143 @@ def expire_sessions(stream: Stream, group, key: bytes, group_name: bytes, reader
             effects.append([b"XGROUP", b"LEAVE", key, group_name, member])
 
 
+def _take_queue_fast(stream: Stream, state: KeyShared, name: bytes, queue: list[int], limit: int, delivered, bodies, hashes) -> bool:
+    """The usual queue read in bulk: none of the first `limit` queued hashes is pending anywhere (so none
+    drains) and the rows kept at deferral are all valid (their sealed nodes unchanged and still in the
+    stream, checked once per node). False (nothing done) otherwise: read_new's loop decides."""
+    take = queue[:limit]
+    deferred, rows = state.deferred, state.rows
+    hs = list(map(deferred.__getitem__, take))
+    if any(map(state.hash_pending.__contains__, hs)):
+        return False
+    cached = list(map(rows.get, take))
+    if None in cached:
+        return False
+    nodes, keys = stream.nodes, stream.keys
+    fields = None
+    last = None
+    for meta in map(_first, cached):
+        if meta is last:  # the entries one scan deferred from one node share their (node, packed) tuple
+            continue
+        last = meta
+        node, packed = meta
+        if packed is None or node.packed is not packed or nodes[bisect_right(keys, node.master_id) - 1] is not node:
+            return False
+        if fields is None:
+            fields = node.fields
+        elif node.fields != fields:
+            fields = ()
+    if fields:
+        found = expand_rows(fields, list(map(_second, cached)))
+    else:
+        found = [_expand(node.fields, row) for (node, _packed), row in cached]
+    delivered += take
+    bodies += found
+    hashes += hs
+    del queue[: len(take)]
+    deque(map(deferred.__delitem__, take), 0)
+    deque(map(rows.pop, take, repeat(None)), 0)
+    return True
+
+
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+def _scan_fast_applies(state: KeyShared, group) -> bool:
+    """Whether no entry after last-delivered-id is pending or deferred (claims and leaves can make some so)."""
+    last = group.last_id
+    if group.pel and group.pel.last() > last:
+        return False
+    return all(not queue or queue[-1] <= last for queue in state.queues.values())
+
+
+def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: int, room: int, delivered, bodies, hashes):
+    """The scan past last-delivered-id a node span at a time: keys, hashes and owners by C-level maps,
+    the caller's entries found with list.index, the runs between them deferred in bulk.
+    Same decisions as the loop in read_new (which runs when _scan_fast_applies() is false)."""
+    table, field = state.ring.table(), state.field
+    hash_get = _hash_cache.get
+    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    deferred, rows, queues = state.deferred, state.rows, state.queues
+    appenders: dict = {}
+    scanned: list[int] = []
+    newly: list[int] = []
+
+    def defer_run(run_ids, run_hashes, run_owners, run_rows, node, packed) -> None:
+        deferred.update(zip(run_ids, run_hashes, strict=True))
+        rows.update(zip(run_ids, zip(repeat((node, packed)), run_rows), strict=False))
+        for owner, entry_id in zip(run_owners, run_ids, strict=True):
+            append = appenders.get(owner)
+            if append is None:
+                queue = queues.get(owner)
+                if queue is None:
+                    queue = queues[owner] = []
+                append = appenders[owner] = queue.append
+            append(entry_id)
+        newly.extend(run_ids)
+
+    room = max(room, 0)  # a leave's release can overfill the deferred set
+    chunk = min(max(need, 64), 4096)
+    while need > 0:
+        spans = stream.spans(after + 1, MAX_ID, chunk)
+        if not spans:
+            break
+        for node, ids, node_rows, lo, hi in spans:
+            seg_ids, seg_rows, fields = ids[lo:hi], node_rows[lo:hi], node.fields
+            if field in fields:
+                index = fields.index(field)
+                keys = [row[index] if row[0] is not None else _key_of(fields, row, field) for row in seg_rows]
+            else:
+                keys = [_key_of(fields, row, field) for row in seg_rows]
+            hs = list(map(hash_get, keys))
+            if None in hs:
+                hs = [h if h is not None else sticky_hash(k) for h, k in zip(hs, keys, strict=True)]
+            owners = list(map(table.__getitem__, hs))
+            packed, n, pos = node.packed, len(seg_ids), 0
+            stop = False
+            while pos < n:
+                try:
+                    mine = owners.index(name, pos)
+                except ValueError:
+                    mine = n
+                if mine > pos:  # other consumers' entries: deferred, as far as the look-ahead allows
+                    run = min(mine - pos, room)
+                    if run:
+                        end = pos + run
+                        defer_run(seg_ids[pos:end], hs[pos:end], owners[pos:end], seg_rows[pos:end], node, packed)
+                        room -= run
+                    if run < mine - pos:
+                        pos += run
+                        stop = True
+                        break
+                    pos = mine
+                if mine == n:
+                    break
+                h = hs[mine]
+                if h in hash_pending and hash_owner[h] != name:  # the caller's hash drains elsewhere: it waits
+                    if room <= 0:
+                        stop = True
+                        break
+                    blocked[h] = blocked.get(h, 0) + 1
+                    defer_run(seg_ids[mine : mine + 1], hs[mine : mine + 1], owners[mine : mine + 1], seg_rows[mine : mine + 1], node, packed)
+                    room -= 1
+                else:
+                    delivered.append(seg_ids[mine])
+                    bodies.append(_expand(fields, seg_rows[mine]))
+                    hashes.append(h)
+                    need -= 1
+                    if not need:
+                        pos = mine + 1
+                        stop = True
+                        break
+                pos = mine + 1
+            scanned.extend(seg_ids[:pos])
+            if stop:
+                return scanned, newly
+            after = seg_ids[-1]
+    return scanned, newly
+
+
 def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None) -> Entries | None:
     """`XREADGROUP ... >` in a KEYSHARED group, one atomic step (Pulsar's dispatcher, PIP-379):
 
@@ -372,6 +513,8 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
     blocked = state.blocked
     gone: list[int] = []
     queue = state.queues.get(name)
+    if queue and not caps and _take_queue_fast(stream, state, name, queue, limit, delivered, bodies, hashes):
+        queue = None  # the fast path took what the queue could give (see _take_queue_fast)
     if queue:
         kept: list[int] = []
         taken: list[int] = []
@@ -391,7 +534,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
             fields = None
             cached = rows.get(entry_id)
             if cached is not None:  # the row kept at deferral, while its sealed node is unchanged and still there
-                node, packed, row = cached
+                (node, packed), row = cached
                 if packed is not None and node.packed is packed and nodes[bisect_right(keys, entry_id) - 1] is node:
                     fields = _expand(node.fields, row)
             if fields is None:
@@ -414,7 +557,10 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
         effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
     scanned: list[int] = []
     newly: list[int] = []
-    if len(delivered) < limit:
+    if len(delivered) < limit and not caps and _scan_fast_applies(state, group):
+        room = state.lookahead_limit() - len(deferred)
+        scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(delivered), room, delivered, bodies, hashes)
+    elif len(delivered) < limit:
         room = state.lookahead_limit() - len(deferred)
         table, field, pel = state.ring.table(), state.field, group.pel
         queues = state.queues
@@ -458,7 +604,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
                 owned.append(entry_id)
             else:
                 insort(owned, entry_id)
-            rows[entry_id] = (node, node.packed, row)
+            rows[entry_id] = ((node, node.packed), row)
             newly.append(entry_id)
             scanned.append(entry_id)
     if newly:
@@ -481,6 +627,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
         hash_owner[h] = name
     consumer.active_time = now
     wire_ids = format_ids(delivered)
+    _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
     effects.append(
         [b"XCLAIM", key, group_name, name, b"0", *wire_ids, b"TIME", b"%d" % now,
          b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id)]
@@ -502,8 +649,6 @@ def claimed_new(stream: Stream, group, entry_id: int, consumer) -> None:
 def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, group_name: bytes, now: int, justid: bool, retry_count: int, replies: list, effects: list, entry_reply) -> None:
     """After a client's claim: every other pending entry of each claimed hash moves to the claimer too,
     so no key is pending at two consumers (the reply may exceed COUNT; order is not promised)."""
-    from .groups import xclaim_effect
-
     state = group.keyshared
     pel = group.pel
     hashes = {state.pel_hash[i] for i in claimed_ids if i in state.pel_hash and pel[i].consumer is consumer}
