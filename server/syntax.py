@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from protocol.reply import Map, Set, Simple
 
 _TOKENS = re.compile(r"\.\.\.|[\[\]<>|¦]|[^\s\[\]<>|¦]+")
-_INTEGER_NAMES = {"count", "timeout", "index", "numkeys", "db", "seconds", "milliseconds", "port", "client-id", "id-or-count"}
+_INTEGER_NAMES = {"count", "timeout", "index", "numkeys", "db", "seconds", "milliseconds", "port", "client-id", "id-or-count", "idmp-duration", "idmp-maxsize"}
 _PIPE, _LOOSE, _DOTS = "|", "¦", "..."  # `a|b` binds words, `a b | c d` binds phrases
 
 

@@ -290,6 +290,8 @@ def test_command_info_and_docs(server):
         assert infos[1][:3] == [b"xidmprecord", 5, [b"write", b"denyoom", b"fast"]]
         docs = conn.call("COMMAND", "DOCS", "xcfgset")
         assert b"since" in docs[1] and b"8.6.0" in docs[1]
+        arguments = docs[1][docs[1].index(b"arguments") + 1]
+        assert [(a[1], a[3]) for a in arguments] == [(b"key", b"key"), (b"idmp-duration", b"integer"), (b"idmp-maxsize", b"integer")]
     finally:
         conn.close()
 

@@ -165,7 +165,7 @@ def _limit(arg: bytes, bounds: tuple[int, int], error: str) -> int:
     summary="Sets the IDMP configuration parameters for a stream.",
 )
 def xcfgset(ctx, argv):
-    """XCFGSET key [IDMP-DURATION duration] [IDMP-MAXSIZE maxsize] -> OK
+    """XCFGSET key [IDMP-DURATION idmp-duration] [IDMP-MAXSIZE idmp-maxsize] -> OK
 
     A new value forgets every tracked iid of the stream (all producers); the
     same values change nothing. Loading/primary clients also send
