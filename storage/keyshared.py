@@ -44,7 +44,7 @@ are statistics (like INFO stats): not persisted, not replicated.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
 NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
 RANGE_SIZE = 65535  # hashes are 1..65535 (0 is Pulsar's "not set")
@@ -371,7 +371,26 @@ class KeyShared:
         return state
 
 
-def held_back(group) -> int:
-    """Entries a KEYSHARED group passed over and has not delivered yet (0 for a plain group): part of its lag."""
+def held_back(group, stream=None) -> int:
+    """Entries a KEYSHARED group passed over and has not delivered yet (0 for a plain group): part of its lag.
+
+    With the stream, only the live ones: a deferred entry deleted since (XDEL, XDELEX, XACKDEL, a
+    trim) stays in the set until a read meets it, but it is no longer anything to deliver."""
     state = getattr(group, "keyshared", None)
-    return len(state.deferred) if state is not None else 0
+    if state is None:
+        return 0
+    if stream is None:
+        return len(state.deferred)
+    return sum(1 for entry_id in state.deferred if _live(stream, entry_id))
+
+
+def _live(stream, entry_id: int) -> bool:
+    """Whether entry_id is a live entry of stream (a bisect over node first IDs, then one node's IDs)."""
+    if not stream.length or entry_id < stream.first_id:
+        return False
+    i = bisect_right(stream.keys, entry_id) - 1
+    if i < 0:
+        return False
+    ids = stream.node_ids(stream.nodes[i])
+    j = bisect_left(ids, entry_id)
+    return j < len(ids) and ids[j] == entry_id

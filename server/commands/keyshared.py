@@ -40,7 +40,7 @@ from .group_config import setconfig_option
 from .groups import _delivered_ids, xclaim_effect  # groups.py imports this module last, once these exist
 from .stream_args import lookup_stream, read_stream
 
-register_held_back(lambda _stream, group: held_back(group))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
+register_held_back(lambda stream, group: held_back(group, stream))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
 
 NOT_KEYSHARED = "ERR The consumer group '{}' is not KEYSHARED"
 NOACK_REFUSED = "ERR NOACK is not allowed in a KEYSHARED consumer group: entries without a pending entry cannot keep their key at one consumer"
@@ -679,7 +679,7 @@ def group_info(stream: Stream, group, fields: dict, exact: bool) -> None:
 
     With `stream-exact-lag yes` the lag has them already (storage/lag.py asks `held_back`)."""
     state = group.keyshared
-    back = held_back(group)
+    back = held_back(group, stream)
     if back:
         if fields[b"lag"] is not None and not exact:
             fields[b"lag"] += back

@@ -1,0 +1,156 @@
+"""Features that landed in parallel, used together through the real server.
+
+Each test is one pair: KEYSHARED with deletes, DELREF trims and XACKDEL;
+retention with XNACK and XACKDEL; IDMP with XDEL, XTRIM and retention. What a
+Redis user would expect is stated per test; the one-owner rule of KEYSHARED is
+checked through XINFO KEYSHARED and the PEL.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_keyshared import info_map, keys_of, read, ring_of
+
+
+@pytest.fixture
+def c(server):
+    client = server.client(protocol=3)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def one_per_node(c):
+    """Nodes of one entry: retention frees whole nodes, so every entry can go on its own."""
+    c.config_set("stream-node-max-entries", 1)
+    yield c
+    c.config_set("stream-node-max-entries", 100)
+
+
+def _keyshared_with_deferred(c) -> tuple[list[bytes], list[bytes]]:
+    """Group g on s keyed by k with members A and B; A has read its entries, B's are deferred. Returns (A's IDs, B's IDs)."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ring = ring_of(b"A", b"B")
+    a_keys, b_keys = keys_of(ring, b"A")[:3], keys_of(ring, b"B")[:3]
+    b_ids = [c.xadd("s", {"k": key}) for key in b_keys]
+    a_ids = [c.xadd("s", {"k": key}) for key in a_keys]
+    assert [e[0] for e in read(c, "A")] == a_ids
+    assert c.xinfo_groups("s")[0]["deferred"] == 3
+    return a_ids, b_ids
+
+
+def _lag(c) -> int:
+    return info_map(c.execute_command("XGROUPLAG", "s", "g")[0])[b"lag"]
+
+
+@pytest.mark.parametrize("how", ["XDEL", "XDELEX", "XACKDEL"])
+def test_lag_leaves_out_deferred_entries_that_were_deleted(c, how):
+    """Lag counts the live entries the group has not been given: a deferred entry deleted since is not one of them."""
+    _a, b_ids = _keyshared_with_deferred(c)
+    c.xgroup_create("s", "other", "0")
+    assert _lag(c) == 3 and c.xinfo_groups("s")[0]["lag"] == 3
+    if how == "XDEL":
+        c.xdel("s", b_ids[0])
+    elif how == "XDELEX":
+        c.execute_command("XDELEX", "s", "DELREF", "IDS", 1, b_ids[0])
+    else:  # another group acks and deletes it; g never had it pending
+        c.xreadgroup("other", "x", {"s": ">"})
+        assert c.execute_command("XACKDEL", "s", "other", "KEEPREF", "IDS", 1, b_ids[0]) == [1]
+    assert c.xlen("s") == 5
+    assert _lag(c) == 2
+    assert c.xinfo_groups("s")[0]["lag"] == 2
+    assert [e[0] for e in read(c, "B")] == b_ids[1:]  # the rest reach B, in order
+    assert _lag(c) == 0
+
+
+def test_delref_trim_releases_a_keyshared_hash(c):
+    """A DELREF trim removes A's pending entries from the group: their keys stop draining at A."""
+    a_ids, b_ids = _keyshared_with_deferred(c)
+    ks = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
+    assert ks[b"pending-hashes"] == 3
+    c.execute_command("XTRIM", "s", "MINID", "=", b_ids[-1], "DELREF")  # B's first two go, no PEL of theirs
+    c.execute_command("XTRIM", "s", "MAXLEN", "=", 0, "DELREF")
+    assert c.xlen("s") == 0 and c.xpending("s", "g")["pending"] == 0
+    ks = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
+    assert ks[b"pending-hashes"] == 0 and ks[b"draining-hashes"] == 0
+    assert _lag(c) == 0
+    assert read(c, "B") == []  # the deleted deferred entries are not delivered
+    # A key A had pending goes to B now that B holds it on the ring after A leaves: no draining wait
+    c.execute_command("XGROUP", "LEAVE", "s", "g", "A")
+    key = keys_of(ring_of(b"A", b"B"), b"A")[0]
+    new = c.xadd("s", {"k": key})
+    assert [e[0] for e in read(c, "B")] == [new]
+
+
+def test_xackdel_acks_and_deletes_a_keyshared_groups_entries(c):
+    """XACKDEL in a KEYSHARED group: acknowledged entries release their hash like XACK, ACKED keeps what B still needs."""
+    a_ids, b_ids = _keyshared_with_deferred(c)
+    # ACKED: A's entries are acknowledged by g, the only group, so they go
+    assert c.execute_command("XACKDEL", "s", "g", "ACKED", "IDS", 3, *a_ids) == [1, 1, 1]
+    assert c.xlen("s") == 3
+    ks = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
+    assert ks[b"pending-hashes"] == 0 and ks[b"deferred"] == 3
+    # an ACKED trim keeps B's deferred entries: not yet delivered
+    c.execute_command("XTRIM", "s", "MAXLEN", "=", 0, "ACKED")
+    assert c.xlen("s") == 3
+    assert [e[0] for e in read(c, "B")] == b_ids
+
+
+def test_retention_keeps_nacked_entries_of_an_auto_subscriber(one_per_node):
+    """An XNACKed entry is still the group's to process: an AUTO subscriber's ack floor stays below it."""
+    c = one_per_node
+    c.xgroup_create("s", "g", "$", mkstream=True)
+    c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SUBSCRIBER", "AUTO")
+    ids = [c.xadd("s", {"n": i}, id=f"{i}-1") for i in range(1, 6)]
+    c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MAX-LEN", 100)
+    assert len(read(c, "A")) == 5
+    assert c.execute_command("XNACK", "s", "g", "FAIL", "IDS", 1, ids[1]) == 1
+    c.xack("s", "g", ids[0], *ids[2:])
+    c.xadd("s", {"n": 6}, id="6-1")  # a write runs the policy
+    assert [e[0] for e in c.xrange("s")][0] == ids[1]
+    got = c.execute_command("XREADGROUP", "GROUP", "g", "B", "CLAIM", 0, "STREAMS", "s", ">")
+    entries = list(got.values())[0][0] if isinstance(got, dict) else got[0][1]
+    assert entries[0][0] == ids[1]
+    retention = c.execute_command("XRETENTION", "GET", "s")
+    assert info_map(retention)[b"entries-lost"] == 0
+
+
+def test_retention_after_xackdel(one_per_node):
+    """XACKDEL deletes acknowledged entries itself; the policy then counts nothing lost and keeps the rest."""
+    c = one_per_node
+    c.xgroup_create("s", "g", "$", mkstream=True)
+    c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SUBSCRIBER", "AUTO")
+    ids = [c.xadd("s", {"n": i}, id=f"{i}-1") for i in range(1, 6)]
+    c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MIN-LEN", 0)
+    read(c, "A", count=3)
+    assert c.execute_command("XACKDEL", "s", "g", "KEEPREF", "IDS", 2, ids[0], ids[2]) == [1, 1]
+    # ack floor: ids[1] still pending, so nothing before it may go (and nothing is before it)
+    assert [e[0] for e in c.xrange("s")] == [ids[1], *ids[3:]]
+    c.xack("s", "g", ids[1])
+    c.xadd("s", {"n": 6}, id="6-1")
+    retention = info_map(c.execute_command("XRETENTION", "GET", "s"))
+    assert retention[b"entries-lost"] == 0
+    assert all(e[0] > ids[2] for e in c.xrange("s"))  # the AUTO floor moved past the acked head
+
+
+@pytest.mark.parametrize("how", ["XDEL", "XTRIM", "retention"])
+def test_idmp_answers_the_original_id_after_the_entry_is_gone(c, how):
+    """Redis 8.6: a tracked iid answers its entry's ID even when the entry was deleted or trimmed; nothing is added."""
+    first = c.execute_command("XADD", "s", "IDMP", "p", "i1", "*", "f", "v")
+    c.xadd("s", {"f": "w"})
+    if how == "XDEL":
+        c.xdel("s", first)
+    elif how == "XTRIM":
+        c.xtrim("s", maxlen=1, approximate=False)
+    else:
+        c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MAX-LEN", 1)
+        c.xadd("s", {"f": "x"})
+        assert c.xlen("s") == 1
+    before = c.xlen("s")
+    assert c.execute_command("XADD", "s", "IDMP", "p", "i1", "*", "f", "v") == first
+    assert c.xlen("s") == before
+    info = c.xinfo_stream("s")
+    assert (info["iids-tracked"], info["iids-duplicates"]) == (1, 1)
