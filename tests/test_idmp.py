@@ -510,3 +510,32 @@ def test_config_rewrite_keeps_the_idmp_configs(tmp_path):
         proc.stop()
     lines = (tmp_path / "millrace.conf").read_text().splitlines()
     assert "stream-idmp-maxsize 50" in lines and "stream-idmp-duration 600" in lines
+
+
+def test_junk_arguments_get_error_replies_never_exceptions():
+    """Random argument lists for the IDMP commands: each gets a reply or a Redis error; the server state stays sound."""
+    rnd = random.Random(9)
+    words = [b"IDMP", b"IDMPAUTO", b"idmp", b"*", b"1-1", b"0-0", b"", b"p", b"i", b"MAXLEN", b"~", b"=", b"0", b"-1", b"99999999999999999999",
+             b"IDMP-DURATION", b"IDMP-MAXSIZE", b"IDMP-EXPIRE", b"IIDS-ADDED", b"NOMKSTREAM", b"KEEPREF", b"LIMIT", b"f", b"v", b"\x00\xff"]  # fmt: skip
+    source = Server()
+    client, loader = Client(source), LoadingClient(source)
+    source.now = 10_000
+    source.execute(client, [b"XADD", b"s", b"*", b"f", b"v"])
+    source.execute(client, [b"SET", b"str", b"x"])
+    errors = 0
+    for _ in range(8000):
+        name = rnd.choice([b"XADD", b"XCFGSET", b"XIDMPRECORD"])
+        options = [b"NOMKSTREAM", b"KEEPREF", b"MAXLEN", b"0", b"IDMP", b"IDMPAUTO", b"p"]
+        argv = [name, rnd.choice([b"s", b"t", b"str"]), *[rnd.choice(options if rnd.random() < 0.6 else words) for _ in range(rnd.randrange(0, 9))]]
+        source.now += rnd.randrange(3) * 1000
+        reply = source.execute(rnd.choice([client, client, loader]), argv)  # an exception would fail the test here
+        if type(reply).__name__ == "Error":
+            errors += 1
+            assert reply.split(b" ", 1)[0] in (b"ERR", b"WRONGTYPE"), (argv, reply)
+    assert 0 < errors < 8000
+    for key in (b"s", b"t"):
+        stream = source.keyspace.dbs[0].data.get(key)
+        if stream is not None and stream.idmp is not None:
+            idmp = stream.idmp
+            assert idmp.tracked == sum(map(len, idmp.producers.values()))
+            assert all(len(iids) <= idmp.maxsize and iids for iids in idmp.producers.values())
