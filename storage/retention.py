@@ -404,6 +404,13 @@ def _pending_live(stream, group, upto: int) -> int:
     return count
 
 
+def _deferred_live(stream, deferred, upto: int) -> int:
+    """A KEYSHARED group's deferred IDs (passed over, never delivered) from the first entry to upto that still exist."""
+    max_deleted = stream.max_deleted_entry_id
+    first = stream.first_id
+    return sum(1 for entry_id in deferred if first <= entry_id <= upto and (entry_id > max_deleted or stream.get(entry_id) is not None))
+
+
 def account(stream, retention: Retention, decided: Plan, now_ms: int) -> None:
     """Record what the truncation at decided.cut costs each group, before the stream is trimmed."""
     cut = decided.cut
@@ -418,6 +425,8 @@ def account(stream, retention: Retention, decided: Plan, now_ms: int) -> None:
             lost = _count_after(stream, group.last_id, cut)
             if group.pel:
                 lost += _pending_live(stream, group, min(cut - 1, group.last_id))
+            if group.keyshared is not None and group.keyshared.deferred:
+                lost += _deferred_live(stream, group.keyshared.deferred, min(cut - 1, group.last_id))
         if lost:
             retention.role_for(stream, name, group).entries_lost += lost
     retention.entries_truncated += decided.removed

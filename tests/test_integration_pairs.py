@@ -154,3 +154,30 @@ def test_idmp_answers_the_original_id_after_the_entry_is_gone(c, how):
     assert c.xlen("s") == before
     info = c.xinfo_stream("s")
     assert (info["iids-tracked"], info["iids-duplicates"]) == (1, 1)
+
+
+def test_retention_max_takes_keyshared_deferred_entries_only_counting_them(one_per_node):
+    """An AUTO subscriber's deferred entries hold the head; only MAX removes them, and counts them as the group's loss.
+
+    The group lost B's three deferred entries (passed over, never delivered): its entries-lost says 3."""
+    c = one_per_node
+    a_ids, b_ids = _keyshared_with_deferred(c)
+    c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SUBSCRIBER", "AUTO")
+    c.xack("s", "g", *a_ids)
+    c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION")
+    c.xadd("s", {"k": "x"}, id="*")  # a run: B's deferred entries hold the head, nothing goes
+    assert [e[0] for e in c.xrange("s")][:3] == b_ids
+    assert info_map(c.execute_command("XRETENTION", "GET", "s"))[b"entries-lost"] == 0
+    c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MAX-LEN", 2)
+    c.xadd("s", {"k": "y"}, id="*")
+    assert c.xlen("s") == 2
+    retention = info_map(c.execute_command("XRETENTION", "GET", "s"))
+    # the stream's count is Pravega's: everything past the lowest release point (B's first deferred entry) that
+    # MAX took, acknowledged entries above it included (b1-b3, a1, a2 when XRETENTION SET ran; a3 was past it then)
+    assert retention[b"entries-lost"] == 5
+    group = c.xinfo_groups("s")[0]
+    assert (group["entries-lost"], group["deferred"], group["lag"]) == (3, 0, 2)
+    assert _lag(c) == 2
+    assert read(c, "B") + read(c, "A") != []  # x and y still reach their owners
+    assert _lag(c) == 0
+
