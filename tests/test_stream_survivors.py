@@ -321,3 +321,231 @@ def test_dump_load_round_trip_over_random_workloads():
             twin.append(after, [b"f", b"after"], max_entries, max_bytes)
             twin.trim(maxlen=max(0, len(twin) - 7), approx=True)
         assert loaded.dump() == s.dump()
+
+
+# -- node layout: where a listpack fills up, as Redis's streamAppendItem decides -------------------
+
+
+def int_element(value: int) -> int:
+    """A listpack integer element, back-length included (values are int64: a uint64 difference wraps)."""
+    value &= (1 << 64) - 1
+    if value >= 1 << 63:
+        value -= 1 << 64
+    return lp_element_size(b"%d" % value)
+
+
+class ModelNode:
+    def __init__(self, master_id: int, fields: tuple[bytes, ...]) -> None:
+        self.master_id, self.fields = master_id, fields
+        self.entries: list[list] = []  # [id, flat, deleted] for every entry ever appended, tombstones kept
+        self.count = self.deleted = 0
+
+    def lp_bytes(self) -> int:
+        """The whole listpack: header and end (7), master entry (count, deleted, field count, the
+        fields, a 0 terminator), then each entry (flags, ms and seq differences to the master ID, the
+        values alone when its fields are the master's, else the field count and every field and value,
+        and its element count: fields + 3, or 2 * fields + 4)."""
+        size = 7 + int_element(self.count) + int_element(self.deleted) + int_element(len(self.fields)) + int_element(0)
+        size += sum(lp_element_size(name) for name in self.fields)
+        master_ms, master_seq = self.master_id >> 64, self.master_id & ((1 << 64) - 1)
+        for entry_id, flat, _deleted in self.entries:
+            names = tuple(flat[0::2])
+            size += int_element(2) + int_element((entry_id >> 64) - master_ms) + int_element((entry_id & ((1 << 64) - 1)) - master_seq)
+            if names == self.fields:
+                size += sum(lp_element_size(v) for v in flat[1::2]) + int_element(len(names) + 3)
+            else:
+                size += int_element(len(names)) + sum(lp_element_size(item) for item in flat) + int_element(2 * len(names) + 4)
+        return size
+
+
+class ModelStream:
+    """Nodes as streamAppendItem and streamTrim shape them, sized from scratch after every change."""
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.nodes: list[ModelNode] = []
+
+    def __len__(self) -> int:
+        return sum(node.count for node in self.nodes)
+
+    def live(self) -> list[int]:
+        return [e[0] for node in self.nodes for e in node.entries if not e[2]]
+
+    def add(self, entry_id: int, flat: list[bytes]) -> None:
+        tail = self.nodes[-1] if self.nodes else None
+        if tail is not None:
+            limit = self.max_bytes if 0 < self.max_bytes <= (1 << 30) else 1 << 30
+            if limit < 1 << 29 and tail.lp_bytes() + sum(map(len, flat)) >= limit:  # (the tests' nodes stay far below 512 MB)
+                tail = None
+            elif self.max_entries and tail.count + tail.deleted >= self.max_entries:
+                tail = None
+        if tail is None:
+            tail = ModelNode(entry_id, tuple(flat[0::2]))
+            self.nodes.append(tail)
+        tail.entries.append([entry_id, flat, False])
+        tail.count += 1
+
+    def _tombstone(self, node: ModelNode, entry: list) -> None:
+        entry[2] = True
+        node.count -= 1
+        node.deleted += 1
+
+    def delete(self, entry_id: int) -> None:
+        for node in self.nodes:
+            for entry in node.entries:
+                if entry[0] == entry_id and not entry[2]:
+                    self._tombstone(node, entry)
+                    if node.count == 0:
+                        self.nodes.remove(node)
+                    return
+
+    def trim(self, maxlen: int | None, minid: int | None, approx: bool, limit: int) -> None:
+        removed = 0
+        while self.nodes:
+            if maxlen is not None and len(self) <= maxlen:
+                break
+            node = self.nodes[0]
+            if limit and removed + node.count > limit:
+                break
+            whole = len(self) - node.count >= maxlen if maxlen is not None else node.entries[-1][0] < minid
+            if whole:
+                removed += node.count
+                self.nodes.pop(0)
+                continue
+            if not approx:
+                for entry in node.entries:
+                    if entry[2]:
+                        continue
+                    if (len(self) <= maxlen) if maxlen is not None else entry[0] >= minid:
+                        break
+                    self._tombstone(node, entry)
+            break
+
+
+def test_node_layout_matches_redis_listpack_sizes_over_random_workloads():
+    """add()'s fast path, append(), _open_node, _count_tombstones and trims against listpack sizes worked
+    out from scratch: a node that fills one entry early or late changes what `XTRIM ~` and LIMIT remove,
+    what XINFO reports, and where a replica's or a reloaded stream's nodes split."""
+    rng = random.Random(1207)
+    field_sets = [(b"f",), (b"temperature", b"humidity"), (b"a", b"b", b"c")]
+    for round_ in range(25):
+        max_entries, max_bytes = rng.choice([(100, 4096), (3, 4096), (0, 300), (1000, 1 << 20), (200, 0), (100, 700)])
+        s, model = Stream(), ModelStream(max_entries, max_bytes)
+        now = rng.choice([1, 1_700_000_000_000])
+        for _ in range(rng.randint(1, 400)):
+            op = rng.random()
+            if op < 0.8:
+                names = field_sets[0] if rng.random() < 0.6 else rng.choice(field_sets)
+                value = rng.choice([b"%d" % rng.choice([0, 5, 127, 128, -1, 4095, 4096, 70000, 1 << 40]), b"x" * rng.choice([1, 10, 63, 64, 130]), b"007"])
+                flat = [item for name in names for item in (name, value)]
+                how = rng.random()
+                if how < 0.4:
+                    now += rng.choice([0, 0, 1, 200])
+                    text = s.add(now, flat, max_entries, max_bytes)
+                    ms, seq = map(int, text.split(b"-") if isinstance(text, bytes) else text.split("-"))
+                    entry_id = make_id(ms, seq)
+                else:
+                    last = s.last_id
+                    step = rng.choice([1, 1, 2, 130, 5000, 1 << 64, 200 << 64, 70000 << 64])
+                    entry_id = last + step
+                    if how < 0.7:
+                        s.add_id(entry_id >> 64, entry_id & ((1 << 64) - 1), flat, max_entries, max_bytes)
+                    else:
+                        s.append(entry_id, flat, max_entries, max_bytes)
+                    now = max(now, entry_id >> 64)
+                model.add(entry_id, flat)
+            elif op < 0.9 and len(model):
+                victim = rng.choice(model.live())
+                s.delete([victim])
+                model.delete(victim)
+            elif len(model):
+                approx, limit = rng.random() < 0.5, rng.choice([0, 0, 1, 3, 100])
+                if rng.random() < 0.5:
+                    maxlen = rng.randint(0, len(model))
+                    s.trim(maxlen=maxlen, approx=approx, limit=limit)
+                    model.trim(maxlen, None, approx, limit)
+                else:
+                    live = model.live()
+                    minid = rng.choice(live) + rng.choice([0, 1])
+                    s.trim(minid=minid, approx=approx, limit=limit)
+                    model.trim(None, minid, approx, limit)
+            assert s.keys == [node.master_id for node in model.nodes], round_
+            assert [(n.count, n.deleted, n.lp_bytes) for n in s.nodes] == [(n.count, n.deleted, n.lp_bytes()) for n in model.nodes], round_
+            assert [e for e, _ in s.range(0, (1 << 128) - 1)] == model.live()
+
+
+def replay(model: ModelStream, s: Stream, how: str, entry_id: int, flat: list[bytes]) -> None:
+    if how == "add":
+        s.add(entry_id >> 64, flat, model.max_entries, model.max_bytes)  # a clock at the ID's ms
+        assert s.last_id == entry_id
+    elif how == "add_id":
+        s.add_id(entry_id >> 64, entry_id & ((1 << 64) - 1), flat, model.max_entries, model.max_bytes)
+    else:
+        s.append(entry_id, flat, model.max_entries, model.max_bytes)
+    model.add(entry_id, flat)
+
+
+def same_layout(s: Stream, model: ModelStream) -> bool:
+    return s.keys == [n.master_id for n in model.nodes] and [(n.count, n.deleted, n.lp_bytes) for n in s.nodes] == [
+        (n.count, n.deleted, n.lp_bytes()) for n in model.nodes
+    ]
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_counts_crossing_listpack_integer_widths(how):
+    """A node's count and deleted counters grow a byte at 128 and 4096 entries (`_COUNT_STEPS`, the
+    fast path's `count >= 127`, _count_tombstones): the node then fills at Redis's entry."""
+    model = ModelStream(100_000, 1 << 30)  # (an entry limit: stream-node-max-entries 0 never takes add()'s fast path)
+    s = Stream()
+    checkpoints = {1, 126, 127, 128, 129, 4094, 4095, 4096, 4097, 4200}
+    for i in range(4200):
+        replay(model, s, how, make_id(1 + i // 3, i % 3), [b"f", b"v"])
+        if i + 1 in checkpoints:
+            assert same_layout(s, model), i
+    victims = model.live()[5:140]
+    for n, victim in enumerate(victims):
+        s.delete([victim])
+        model.delete(victim)
+        if n in (0, 125, 126, 127, 128, len(victims) - 1):
+            assert same_layout(s, model), n
+    s.trim(maxlen=len(model) - 100)
+    model.trim(len(model) - 100, None, False, 0)
+    assert same_layout(s, model)
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_entries_with_many_fields_count_their_elements(how):
+    """An entry's element count (fields + 3 for the master's fields, 2 * fields + 4 otherwise) takes two
+    bytes from 128 on: entries of 124..126 fields, and 61..63 fields that differ from the master's."""
+    for width in (61, 62, 63, 124, 125, 126):
+        model, s = ModelStream(100, 1 << 20), Stream()
+        names = [b"f%d" % i for i in range(width)]
+        flat = [item for name in names for item in (name, b"v")]
+        other = [item for name in names for item in (b"g" + name, b"v")]
+        for i in range(4):
+            replay(model, s, how, make_id(1, i), flat if i % 2 == 0 else other)
+            assert same_layout(s, model), (width, i)
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_node_splits_exactly_when_the_listpack_would_reach_max_bytes(how):
+    """`size + total < max_bytes` (the fast path) and `lp_bytes + total >= limit` (append): with
+    stream-node-max-bytes equal to the size the next entry would bring the node to, a new node starts;
+    one byte more and it does not."""
+    rng = random.Random(300)
+    for _ in range(30):
+        value = b"x" * rng.randint(1, 40)  # repeated, as producers do: add() then takes its fast path
+        entries = [(make_id(5, i), [b"f", value if rng.random() < 0.8 else b"y"]) for i in range(rng.randint(1, 6))]
+        probe = ModelStream(0, 1 << 30)
+        for entry_id, flat in entries[:-1]:
+            probe.add(entry_id, flat)
+        entry_id, flat = entries[-1]
+        threshold = probe.nodes[0].lp_bytes() + sum(map(len, flat)) if probe.nodes else None
+        if threshold is None:
+            continue
+        for max_bytes, nodes in ((threshold, 2), (threshold + 1, 1)):
+            model, s = ModelStream(100, max_bytes), Stream()
+            for entry_id, flat in entries:
+                replay(model, s, how, entry_id, flat)
+            assert len(s.nodes) == len(model.nodes) == nodes
+            assert same_layout(s, model)
