@@ -1,7 +1,8 @@
 """Backlog analysis (Pulsar's PIP-187, as XBACKLOG): scan what a group still has to process.
 
-What a group still has to process, in ID order: its pending entries (the PEL)
-and every live entry after its last-delivered-id. Entries between the ack
+What a group still has to process, in ID order: its pending entries (the PEL),
+a KEYSHARED group's deferred entries (passed over for another consumer, issue
+22) and every live entry after its last-delivered-id. Entries between the ack
 floor and last-delivered-id that are not pending were acknowledged out of
 order and are skipped, as Pulsar skips individually acknowledged entries. A
 PEL reference whose entry is gone (XDEL, trimming) counts as
@@ -64,10 +65,19 @@ class BacklogScan:
 
 
 def ack_floor(group) -> int:
-    """Where the group's backlog starts: its lowest pending ID, else just after last-delivered-id."""
+    """Where the group's backlog starts: its lowest pending (or KEYSHARED deferred) ID, else just after last-delivered-id."""
     if group.pel:
-        return min(group.pel.first(), group.last_id + 1) if group.last_id < MAX_ID else group.pel.first()
-    return group.last_id + 1 if group.last_id < MAX_ID else MAX_ID
+        floor = min(group.pel.first(), group.last_id + 1) if group.last_id < MAX_ID else group.pel.first()
+    else:
+        floor = group.last_id + 1 if group.last_id < MAX_ID else MAX_ID
+    deferred = _deferred(group)
+    return min(floor, min(deferred)) if deferred else floor
+
+
+def _deferred(group) -> dict:
+    """A KEYSHARED group's deferred entries (passed over, not delivered yet: still to process); empty otherwise."""
+    keyshared = getattr(group, "keyshared", None)
+    return keyshared.deferred if keyshared is not None else {}
 
 
 def _singles(stream, group, start: int) -> Iterator[tuple[int, object, list | None, bool]]:
@@ -78,8 +88,16 @@ def _singles(stream, group, start: int) -> Iterator[tuple[int, object, list | No
     last = group.last_id
     if start <= last:
         get = stream.get
-        for entry_id in list(pel.irange(start, last)):
-            yield entry_id, None, get(entry_id), True
+        deferred = [i for i in _deferred(group) if start <= i <= last]
+        if not deferred:
+            for entry_id in list(pel.irange(start, last)):
+                yield entry_id, None, get(entry_id), True
+        else:  # merged in ID order; a deferred entry deleted since is nothing to process (no PEL reference)
+            for entry_id in sorted([*pel.irange(start, last), *deferred]):
+                pending = entry_id in pel
+                row = get(entry_id)
+                if pending or row is not None:
+                    yield entry_id, None, row, pending
         start = last + 1
     if start > MAX_ID or not _refs_after(group, start):
         return

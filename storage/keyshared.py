@@ -384,6 +384,14 @@ def held_back(group, stream=None) -> int:
     return sum(1 for entry_id in state.deferred if _live(stream, entry_id))
 
 
+def first_held_back(group, stream) -> int | None:
+    """The oldest live deferred entry of a KEYSHARED group (None for a plain group, or none live)."""
+    state = getattr(group, "keyshared", None)
+    if state is None or not state.deferred:
+        return None
+    return next((entry_id for entry_id in sorted(state.deferred) if _live(stream, entry_id)), None)
+
+
 def _live(stream, entry_id: int) -> bool:
     """Whether entry_id is a live entry of stream (a bisect over node first IDs, then one node's IDs)."""
     if not stream.length or entry_id < stream.first_id:

@@ -26,9 +26,15 @@ from .stream_id import MAX_ID
 _HELD_BACK: list[Callable[[object, ConsumerGroup], int]] = []
 
 
-def register_held_back(counter: Callable[[object, ConsumerGroup], int]) -> None:
-    """Add a source of held-back entries to every group's lag (key-ordered groups, issue 22)."""
+# Functions (stream, group) -> the oldest live held-back ID, or None: an older undelivered entry than the first after last-delivered-id.
+_HELD_FIRST: list[Callable[[object, ConsumerGroup], int | None]] = []
+
+
+def register_held_back(counter: Callable[[object, ConsumerGroup], int], first: Callable[[object, ConsumerGroup], int | None] | None = None) -> None:
+    """Add a source of held-back entries to every group's lag (key-ordered groups, issue 22); `first` gives the oldest of them."""
     _HELD_BACK.append(counter)
+    if first is not None:
+        _HELD_FIRST.append(first)
 
 
 def held_back(stream, group: ConsumerGroup) -> int:
@@ -42,7 +48,12 @@ def exact_lag(stream, group: ConsumerGroup) -> int:
 
 
 def first_undelivered_id(stream, group: ConsumerGroup) -> int | None:
-    """The ID of the first live entry after the group's last-delivered-id (its oldest undelivered), or None."""
+    """The group's oldest undelivered entry: a held-back one (key-ordered groups), else the first live entry after its
+    last-delivered-id; None when there is none."""
+    for first in _HELD_FIRST:
+        held = first(stream, group)
+        if held is not None:
+            return held  # held-back entries lie at or before last-delivered-id: older than any after it
     if group.last_id >= MAX_ID:
         return None
     spans = stream.spans(group.last_id + 1, MAX_ID, 1)

@@ -181,3 +181,24 @@ def test_retention_max_takes_keyshared_deferred_entries_only_counting_them(one_p
     assert read(c, "B") + read(c, "A") != []  # x and y still reach their owners
     assert _lag(c) == 0
 
+
+
+def test_grouplag_and_backlog_see_deferred_entries(c):
+    """A KEYSHARED group's deferred entries are undelivered: the oldest of them sets oldest-undelivered-ms, and
+    XBACKLOG scans them (from the ack floor, which lies at the first of them) with the pending entries."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ring = ring_of(b"A", b"B")
+    now = c.time()[0] * 1000
+    old = c.xadd("s", {"k": keys_of(ring, b"B")[0]}, id=f"{now - 60_000}-0")  # a minute old, B's
+    mine = c.xadd("s", {"k": keys_of(ring, b"A")[0]}, id=f"{now - 1_000}-0")
+    assert [e[0] for e in read(c, "A")] == [mine]
+    lag = info_map(c.execute_command("XGROUPLAG", "s", "g")[0])
+    assert lag[b"lag"] == 1 and lag[b"pending"] == 1
+    assert lag[b"oldest-undelivered-ms"] >= 59_000  # the deferred entry, not 0 ("nothing undelivered")
+    scan = info_map(c.execute_command("XBACKLOG", "s", "g"))
+    assert (scan[b"entries"], scan[b"pending"], scan[b"first-id"]) == (2, 1, old)
+    c.xdel("s", old)  # a deleted deferred entry is nothing to process
+    scan = info_map(c.execute_command("XBACKLOG", "s", "g"))
+    assert (scan[b"entries"], scan[b"pending"], scan[b"deleted-pending"], scan[b"first-id"]) == (1, 1, 0, mine)
+    assert info_map(c.execute_command("XGROUPLAG", "s", "g")[0])[b"oldest-undelivered-ms"] == 0

@@ -29,7 +29,7 @@ from operator import itemgetter
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
 from storage.claim import next_count
-from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, held_back, sticky_hash
+from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, first_held_back, held_back, sticky_hash
 from storage.lag import register_held_back
 from storage.stream import Stream, _expand, expand_rows
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
@@ -40,7 +40,7 @@ from .group_config import setconfig_option
 from .groups import _delivered_ids, xclaim_effect  # groups.py imports this module last, once these exist
 from .stream_args import lookup_stream, read_stream
 
-register_held_back(lambda stream, group: held_back(group, stream))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
+register_held_back(lambda stream, group: held_back(group, stream), lambda stream, group: first_held_back(group, stream))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
 
 NOT_KEYSHARED = "ERR The consumer group '{}' is not KEYSHARED"
 NOACK_REFUSED = "ERR NOACK is not allowed in a KEYSHARED consumer group: entries without a pending entry cannot keep their key at one consumer"
