@@ -202,3 +202,25 @@ def test_grouplag_and_backlog_see_deferred_entries(c):
     scan = info_map(c.execute_command("XBACKLOG", "s", "g"))
     assert (scan[b"entries"], scan[b"pending"], scan[b"deleted-pending"], scan[b"first-id"]) == (1, 1, 0, mine)
     assert info_map(c.execute_command("XGROUPLAG", "s", "g")[0])[b"oldest-undelivered-ms"] == 0
+
+
+def test_delref_from_another_group_ends_a_draining_hash(c):
+    """A key draining at its old owner waits for its pending entries; XACKDEL DELREF by another group removes them
+    from every PEL, so the key moves on at once, its waiting entries in order to the new owner and to no one else."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    c.xgroup_create("s", "other", "$")
+    assert read(c, "A") == [] and read(c, "B") == []
+    moving = [k for k in keys_of(ring_of(b"A", b"B"), b"A") if k in keys_of(ring_of(b"A", b"B", b"C"), b"C")][0]
+    held = c.xadd("s", {"k": moving})
+    assert [e[0] for e in read(c, "A")] == [held]
+    assert read(c, "C") == []  # C joins: the key is C's now, draining at A
+    waiting = [c.xadd("s", {"k": moving}) for _ in range(2)]
+    assert read(c, "C") == [] and read(c, "A") == []  # neither may have them while A holds the key
+    ks = info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))
+    assert ks[b"draining-hashes"] == 1
+    c.xreadgroup("other", "x", {"s": ">"})
+    assert c.execute_command("XACKDEL", "s", "other", "DELREF", "IDS", 1, held) == [1]
+    assert c.xpending("s", "g")["pending"] == 0
+    assert info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))[b"draining-hashes"] == 0
+    assert read(c, "A") == []
+    assert [e[0] for e in read(c, "C")] == waiting
