@@ -70,3 +70,11 @@ def test_another_client_is_served_during_a_big_pipelined_read(servers):
     for proc in servers:
         _fill(proc, 200)
         assert _interleaved(proc, 2000), proc.name
+
+
+def test_a_slice_ends_after_the_command_that_passes_its_time(servers):
+    """Millrace only (Redis runs all of one 16 KB read at once): three XRANGEs of 10,000 entries,
+    each longer than a slice, then INCR; the other client is served before the INCR."""
+    millrace = servers[0]
+    _fill(millrace, 10_000)
+    assert _interleaved(millrace, 3)
