@@ -27,7 +27,7 @@ from storage.stream_id import MAX_ID, format_id, format_ids
 from ..command import command
 from ..syntax import DECLARED, Arg
 from .args import to_int
-from .groups import _nogroup, parse_id_fast, xclaim_effect
+from .groups import _nogroup, delivery_effect, parse_id_fast, xclaim_effect
 from .stream_args import lookup_stream
 
 MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer"
@@ -109,10 +109,7 @@ def read_claim(
             wire_ids = format_ids(delivered)
             if not noack:
                 group.add_new(delivered, consumer, now)
-                effects.append(
-                    [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
-                     b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
-                )  # fmt: skip
+                effects.append(delivery_effect(key, group_name, consumer.name, wire_ids, now, wire_ids[-1]))
                 consumer.active_time = now
             effects.append([b"XGROUP", b"SETID", key, group_name, wire_ids[-1], b"ENTRIESREAD", b"%d" % group.entries_read])
             reply += [[wire_id, fields, 0, 0] for wire_id, (_entry_id, fields) in zip(wire_ids, new, strict=True)]

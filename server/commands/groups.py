@@ -142,6 +142,12 @@ def xclaim_effect(key: bytes, group_name: bytes, group: ConsumerGroup, entry_id:
     ]  # fmt: skip
 
 
+def delivery_effect(key: bytes, group_name: bytes, consumer_name: bytes, wire_ids: list[bytes], now: int, last_wire: bytes) -> list[bytes]:
+    """The one XCLAIM that recreates a read's new PEL entries exactly: all owned by the reader, delivered now, once."""
+    return [b"XCLAIM", key, group_name, consumer_name, b"0", *wire_ids, b"TIME", b"%d" % now,
+            b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", last_wire]  # fmt: skip
+
+
 def setid_effect(key: bytes, group_name: bytes, group: ConsumerGroup) -> list[bytes]:
     return [b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", _int_bytes(group.entries_read)]
 
@@ -474,10 +480,7 @@ def _read_new(stream: Stream, group: ConsumerGroup, consumer, group_name: bytes,
         _delivered_ids.remember(wire_ids, delivered)
         # Every entry delivered with `>` is pending for this consumer, delivered now, once: one
         # XCLAIM of them all recreates those PEL entries exactly.
-        effects.append(
-            [b"XCLAIM", key, group_name, consumer.name, b"0", *wire_ids, b"TIME", b"%d" % now,
-             b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", wire_ids[-1]]
-        )  # fmt: skip
+        effects.append(delivery_effect(key, group_name, consumer.name, wire_ids, now, wire_ids[-1]))
         consumer.active_time = now
     # setid_effect(), with the new last ID's wire form at hand
     effects.append([b"XGROUP", b"SETID", key, group_name, wire_ids[-1], b"ENTRIESREAD", b"%d" % group.entries_read])

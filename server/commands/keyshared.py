@@ -37,7 +37,7 @@ from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
 from ..command import command
 from .args import LLONG_MAX, Cursor, to_int
 from .group_config import setconfig_option
-from .groups import _delivered_ids, xclaim_effect  # groups.py imports this module last, once these exist
+from .groups import _delivered_ids, delivery_effect, xclaim_effect  # groups.py imports this module last, once these exist
 from .stream_args import lookup_stream, read_stream
 
 register_held_back(lambda stream, group: held_back(group, stream), lambda stream, group: first_held_back(group, stream))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
@@ -628,10 +628,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
     consumer.active_time = now
     wire_ids = format_ids(delivered)
     _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
-    effects.append(
-        [b"XCLAIM", key, group_name, name, b"0", *wire_ids, b"TIME", b"%d" % now,
-         b"RETRYCOUNT", b"1", b"FORCE", b"JUSTID", b"LASTID", format_id(group.last_id)]
-    )  # fmt: skip
+    effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
     if scanned:
         effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
     return Entries([wire, fields] for wire, fields in zip(wire_ids, bodies, strict=True))
