@@ -44,6 +44,7 @@ are statistics (like INFO stats): not persisted, not replicated.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
 
 NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
@@ -113,6 +114,13 @@ def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
     return NONE_KEY
 
 
+def _filled(slots, value: int, count: int):
+    """count copies of value, of the same type as slots (bytearray or array)."""
+    if isinstance(slots, bytearray):
+        return bytes((value,)) * count
+    return array("H", (value,)) * count
+
+
 class HashRing:
     """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
 
@@ -123,7 +131,7 @@ class HashRing:
         self.points: list[int] = []  # sorted ring points
         self.owners: dict[int, list[bytes]] = {}  # point -> consumers on it, the first selected
         self.selected: list[bytes] = []  # owners[points[i]][0], for select()
-        self._table: list | None = None  # hash -> owner for all 65536 values, built on first use after a change
+        self._table: tuple | None = None  # table()'s answer, built on first use after a change
 
     def __contains__(self, name: bytes) -> bool:
         return name in self.members
@@ -156,18 +164,24 @@ class HashRing:
         self.selected = [self.owners[p][0] for p in self.points]
         self._table = None
 
-    def table(self) -> list:
-        """select() for every hash at once (index = hash): one list lookup per entry on the delivery path."""
+    def table(self) -> tuple:
+        """select() for every hash at once: (slots, names), the owner of hash h being names[slots[h]].
+
+        slots is a bytearray (an array of 16-bit indexes past 255 members): 64 KB per group, where a
+        list of 65536 references would cost 512 KB; one C-level lookup per entry on the delivery path.
+        """
         table = self._table
         if table is None:
-            table = [None] * (RANGE_SIZE + 1)
+            names = list(dict.fromkeys(self.selected)) or [None]
+            index = {name: i for i, name in enumerate(names)}
+            slots = bytearray(RANGE_SIZE + 1) if len(names) < 256 else array("H", bytes(2 * (RANGE_SIZE + 1)))
             if self.points:
                 start = 0
                 for point, owner in zip(self.points, self.selected, strict=True):
-                    table[start : point + 1] = [owner] * (point + 1 - start)
+                    slots[start : point + 1] = _filled(slots, index[owner], point + 1 - start)
                     start = point + 1
-                table[start:] = [self.selected[0]] * (RANGE_SIZE + 1 - start)
-            self._table = table
+                slots[start:] = _filled(slots, index[self.selected[0]], RANGE_SIZE + 1 - start)
+            table = self._table = (slots, names)
         return table
 
     def select(self, hash_value: int) -> bytes | None:

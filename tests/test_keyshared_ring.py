@@ -136,3 +136,16 @@ def test_a_hundred_points_split_keys_roughly_evenly():
         owner = ring.select(sticky_hash(b"order-%d" % i))
         counts[owner] = counts.get(owner, 0) + 1
     assert len(counts) == 4 and min(counts.values()) > 2500  # 5000 each if perfectly even
+
+
+@pytest.mark.parametrize("members", [2, 300])  # a bytearray of indexes, then 16-bit ones past 255 members
+def test_the_lookup_table_answers_as_select(members):
+    ring = HashRing()
+    for i in range(members):
+        ring.add(b"m%d" % i)
+    slots, names = ring.table()
+    assert len(slots) == 65536
+    assert all(names[slots[h]] == ring.select(h) for h in range(1, 65536))
+    ring.remove(b"m0")  # a change rebuilds it
+    slots, names = ring.table()
+    assert b"m0" not in names and all(names[slots[h]] == ring.select(h) for h in range(1, 65536, 7))

@@ -403,7 +403,8 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     """The scan past last-delivered-id a node span at a time: keys, hashes and owners by C-level maps,
     the caller's entries found with list.index, the runs between them deferred in bulk.
     Same decisions as the loop in read_new (which runs when _scan_fast_applies() is false)."""
-    table, field = state.ring.table(), state.field
+    (slots, names), field = state.ring.table(), state.field
+    me = names.index(name)
     hash_get = _hash_cache.get
     hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
     deferred, rows, queues = state.deferred, state.rows, state.queues
@@ -414,13 +415,14 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     def defer_run(run_ids, run_hashes, run_owners, run_rows, node, packed) -> None:
         deferred.update(zip(run_ids, run_hashes, strict=True))
         rows.update(zip(run_ids, zip(repeat((node, packed)), run_rows), strict=False))
-        for owner, entry_id in zip(run_owners, run_ids, strict=True):
-            append = appenders.get(owner)
+        for slot, entry_id in zip(run_owners, run_ids, strict=True):
+            append = appenders.get(slot)
             if append is None:
+                owner = names[slot]
                 queue = queues.get(owner)
                 if queue is None:
                     queue = queues[owner] = []
-                append = appenders[owner] = queue.append
+                append = appenders[slot] = queue.append
             append(entry_id)
         newly.extend(run_ids)
 
@@ -440,12 +442,12 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
             hs = list(map(hash_get, keys))
             if None in hs:
                 hs = [h if h is not None else sticky_hash(k) for h, k in zip(hs, keys, strict=True)]
-            owners = list(map(table.__getitem__, hs))
+            owners = list(map(slots.__getitem__, hs))  # indexes into names
             packed, n, pos = node.packed, len(seg_ids), 0
             stop = False
             while pos < n:
                 try:
-                    mine = owners.index(name, pos)
+                    mine = owners.index(me, pos)
                 except ValueError:
                     mine = n
                 if mine > pos:  # other consumers' entries: deferred, as far as the look-ahead allows
@@ -562,7 +564,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
         scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(delivered), room, delivered, bodies, hashes)
     elif len(delivered) < limit:
         room = state.lookahead_limit() - len(deferred)
-        table, field, pel = state.ring.table(), state.field, group.pel
+        (slots, names), field, pel = state.ring.table(), state.field, group.pel
         queues = state.queues
         chunk = 256 if not count else max(count - len(delivered), 16)
         hash_cache = _hash_cache
@@ -578,7 +580,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
             else:
                 key_value = _key_of(fields, row, field)
             h = hash_cache.get(key_value) or sticky_hash(key_value)
-            owner = table[h]
+            owner = names[slots[h]]
             draining = h in hash_pending and hash_owner[h] != name
             # (an older deferred entry of h would be in the caller's queue, met above: delivered, or
             # held because h drains elsewhere, which `draining` sees too; so no check for it here)
