@@ -403,13 +403,21 @@ def first_held_back(group, stream) -> int | None:
     state = getattr(group, "keyshared", None)
     if state is None or not state.deferred:
         return None
+    oldest = min(state.deferred)
+    if _live(stream, oldest):
+        return oldest
     return next((entry_id for entry_id in sorted(state.deferred) if _live(stream, entry_id)), None)
 
 
 def _live(stream, entry_id: int) -> bool:
-    """Whether entry_id is a live entry of stream (a bisect over node first IDs, then one node's IDs)."""
+    """Whether a deferred entry_id is still a live entry of stream.
+
+    Deferred entries go only by XDEL-like deletes (which raise max-deleted-entry-id) or by trims from the head
+    (below first_id; an ACKED trim skips them), so past both marks an entry is live without a look-up."""
     if not stream.length or entry_id < stream.first_id:
         return False
+    if entry_id > stream.max_deleted_entry_id:
+        return True
     i = bisect_right(stream.keys, entry_id) - 1
     if i < 0:
         return False
