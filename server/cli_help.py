@@ -66,7 +66,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "ADVANCED CONFIG": (
         "hash-max-listpack-entries", "hash-max-listpack-value", "list-max-listpack-size", "list-compress-depth",
         "set-max-intset-entries", "zset-max-listpack-entries", "zset-max-listpack-value", "hll-sparse-max-bytes",
-        "stream-node-max-bytes", "stream-node-max-entries", "activerehashing", "client-output-buffer-limit",
+        "stream-node-max-bytes", "stream-node-max-entries", "stream-idmp-duration", "stream-idmp-maxsize", "activerehashing", "client-output-buffer-limit",
         "client-query-buffer-limit", "maxmemory-clients", "proto-max-bulk-len", "hz", "dynamic-hz",
         "aof-rewrite-incremental-fsync", "rdb-save-incremental-fsync", "lfu-log-factor", "lfu-decay-time",
     ),
@@ -97,6 +97,15 @@ redis.conf groups them.
 """
 
 
+# Redis's earlier spellings, still accepted (slaveof, ziplist, ...): listed last, apart.
+OLDER_NAMES = (
+    "slaveof", "slave-read-only", "slave-serve-stale-data", "cluster-slave-no-failover", "cluster-slave-validity-factor",
+    "hash-max-ziplist-entries", "hash-max-ziplist-value", "list-max-ziplist-size", "min-slaves-max-lag", "min-slaves-to-write",
+    "repl-ping-slave-period", "slave-announce-ip", "slave-announce-port", "slave-ignore-maxmemory", "slave-lazy-flush",
+    "slave-priority", "zset-max-ziplist-entries", "zset-max-ziplist-value",
+)
+
+
 def _show(config: Config, name: str) -> str:
     value = config.format(name)
     return '""' if value == "" else value
@@ -106,9 +115,13 @@ def help_text() -> str:
     """The whole --help page: usage, then each group's parameters and their defaults."""
     config = Config()
     grouped = {name for names in GROUPS.values() for name in names}
-    older = tuple(name for name in PARAMS if name not in grouped)
+    older = tuple(name for name in OLDER_NAMES if name in PARAMS)
+    own = tuple(name for name in PARAMS if name not in grouped and name not in OLDER_NAMES)
     lines = [USAGE]
-    for title, names in [*GROUPS.items(), ("OLDER NAMES (Redis's earlier spellings)", older)]:
+    groups = [*GROUPS.items(), ("MILLRACE (no redis.conf counterpart)", own), ("OLDER NAMES (Redis's earlier spellings)", older)]
+    for title, names in groups:
+        if not names:
+            continue
         lines.append(title)
         for name in names:
             alias = PARAMS[name].alias

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from server import __version__
-from server.cli_help import GROUPS
+from server.cli_help import GROUPS, OLDER_NAMES
 from server.config import PARAMS, Config
 from tests.servers import ROOT, ServerProcess, free_port, redis_server_path, require_redis
 
@@ -43,6 +43,8 @@ def test_help_lists_every_parameter_with_its_default_in_redis_conf_order():
     network, general = out.index("\nNETWORK\n"), out.index("\nGENERAL\n")
     assert network < out.index("  --port 6379\n") < general
     assert out.index("\nAPPEND ONLY MODE\n") < out.index("  --appendfsync everysec\n") < out.index("\nSHUTDOWN\n")
+    older = out[out.index("\nOLDER NAMES"):]
+    assert set(re.findall(r"^  --(\S+)", older, re.M)) == set(OLDER_NAMES) & set(PARAMS)  # only old spellings there
 
 
 @pytest.mark.parametrize(("flag", "closest"), [("--prot", "port"), ("--protected_mode", "protected-mode"), ("--appendonlyy", "appendonly")])
