@@ -549,3 +549,144 @@ def test_node_splits_exactly_when_the_listpack_would_reach_max_bytes(how):
                 replay(model, s, how, entry_id, flat)
             assert len(s.nodes) == len(model.nodes) == nodes
             assert same_layout(s, model)
+
+
+# -- defaults and the end of the ID space -------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_default_node_limits_are_redis_defaults(how):
+    """add()/add_id()/append() without limits use stream-node-max-entries 100 and stream-node-max-bytes
+    4096, Redis's defaults (`= 100` -> 101, `= 4096` -> 4097 went unnoticed)."""
+    s = Stream()
+    for i in range(101):
+        if how == "add":
+            s.add(1, [b"f", b"v"])
+        elif how == "add_id":
+            s.add_id(1, i, [b"f", b"v"])
+        else:
+            s.append(make_id(1, i), [b"f", b"v"])
+    assert [n.count for n in s.nodes] == [100, 1]
+    probe = ModelStream(0, 1 << 30)
+    first = [b"f", b"x" * 1000]
+    for i in range(3):
+        probe.add(make_id(1, i), first)
+    last = [b"f", b"y" * (4096 - probe.nodes[0].lp_bytes() - 1)]  # lp_bytes + fields and values == 4096
+    s = Stream()
+    for i, flat in enumerate([first, first, first, last]):
+        if how == "add":
+            s.add(1, flat)
+        elif how == "add_id":
+            s.add_id(1, i, flat)
+        else:
+            s.append(make_id(1, i), flat)
+    assert [n.count for n in s.nodes] == [3, 1]  # the fourth entry would bring the listpack to 4096 bytes
+
+
+def test_add_reaches_the_last_millisecond_and_then_is_exhausted():
+    """add()'s `ms > U64_MAX` (-> `>=`) and its EXHAUSTED error: the ID after ms-18446744073709551615 is
+    (ms+1)-0 up to the very last millisecond; only after 18446744073709551615-18446744073709551615 nothing."""
+    top = (1 << 64) - 1
+    s = Stream()
+    s.append(make_id(top - 1, top), [b"f", b"v"])
+    s.add(5, [b"f", b"w"])  # a clock far behind: the next ID after the last one
+    assert s.last_id == make_id(top, 0)
+    s.append(make_id(top, top), [b"f", b"v"])
+    with pytest.raises(ReplyError) as error:
+        s.add(5, [b"f", b"x"])
+    assert str(error.value) == "ERR The stream has exhausted the last possible ID, unable to add more items"
+    with pytest.raises(ReplyError) as error:
+        s.add_id(top, top, [b"f", b"x"])
+    assert str(error.value) == "ERR The stream has exhausted the last possible ID, unable to add more items"
+    assert len(s) == 3
+
+
+# -- XDEL and trims: counters, replies and the live ranks -------------------------------------------
+
+
+def test_delete_and_trim_keep_counters_replies_and_ranks():
+    """delete()'s `continue` (-> break: XDEL skipped the IDs after one before the stream), its per-call
+    `dirty` lists (over more sealed nodes than the decode cache holds, an entry came back), first_id after
+    deleting the first entry alone or all but one, trim()'s reply (`deleted += k`), and the rank hooks
+    (delete/trim telling storage/rank.py which node changed): lag and retention counts went wrong."""
+    from storage.rank import count_live
+
+    rng = random.Random(31)
+    for round_ in range(30):
+        s, live = Stream(), []
+        max_entries = rng.choice([2, 3, 5])
+        for i in range(rng.randint(20, 120)):
+            entry_id = make_id(10 + i, rng.randint(0, 2))
+            s.append(entry_id, [b"f", b"%d" % i], max_entries, 4096)
+            live.append(entry_id)
+        count_live(s, 0)  # builds the rank structure: from here on delete() and trim() must keep it current
+        max_deleted = 0
+        for _ in range(25):
+            if not live:
+                break
+            op = rng.random()
+            if op < 0.5:
+                asked = [make_id(1, 0)] if rng.random() < 0.3 else []  # before the first node
+                asked += rng.sample(live, k=min(len(live), rng.randint(1, 25)))
+                asked += [live[0]] if rng.random() < 0.3 else []  # the first entry (maybe twice)
+                asked += [make_id(10 + rng.randint(0, 130), 7)]  # an ID that never existed
+                removed = s.delete(asked)
+                want = []
+                for entry_id in asked:
+                    if entry_id in live:
+                        live.remove(entry_id)
+                        want.append(entry_id)
+                        max_deleted = max(max_deleted, entry_id)
+                assert removed == want, round_
+            elif op < 0.65:
+                s.delete([live[0]])  # the first entry alone
+                max_deleted = max(max_deleted, live.pop(0))
+            elif op < 0.75 and len(live) > 1:
+                victims = live[:-1]  # all but the last: first_id is the survivor
+                assert s.delete(victims) == victims
+                max_deleted = max(max_deleted, *victims)
+                live = live[-1:]
+            else:
+                if rng.random() < 0.5:
+                    maxlen = rng.randint(0, len(live))
+                    before = len(live)
+                    got = s.trim(maxlen=maxlen)
+                    assert got == before - maxlen
+                    live = live[len(live) - maxlen :]
+                else:
+                    minid = rng.choice(live)
+                    got = s.trim(minid=minid)
+                    assert got == sum(1 for e in live if e < minid)
+                    live = [e for e in live if e >= minid]
+            assert len(s) == len(live)
+            assert s.first_id == (live[0] if live else 0)
+            assert s.max_deleted_entry_id == max_deleted
+            assert [e for e, _ in s.range(0, (1 << 128) - 1)] == live
+            for _ in range(4):
+                a, b = sorted(rng.choice([0, *live, make_id(10 + rng.randint(0, 130), 1)]) for _ in range(2))
+                assert count_live(s, a, b) == sum(1 for e in live if a <= e <= b), (round_, a, b)
+
+
+def test_dump_writes_every_id_as_16_bytes():
+    """_id16's width: snapshots keep IDs as 16 big-endian bytes, which other versions read back."""
+    s = Stream()
+    for i in range(7):
+        s.append(make_id(1 << 40, i), [b"f", b"v"], 3, 4096)
+    s.delete([make_id(1 << 40, 2)])
+    length, last_id, first_id, max_deleted, _added, nodes = s.dump()
+    assert [len(x) for x in (last_id, first_id, max_deleted)] == [16, 16, 16]
+    assert last_id == make_id(1 << 40, 6).to_bytes(16, "big") and max_deleted == make_id(1 << 40, 2).to_bytes(16, "big")
+    assert all(len(node[0]) == 16 and len(node[6]) == 16 for node in nodes)
+
+
+def test_delete_across_more_sealed_nodes_than_the_decode_cache_holds():
+    """delete()'s `dirty.get(node)` (-> a lookup that misses): one XDEL over more sealed nodes than the
+    decode cache keeps went back to a node's stale packed bytes, and an entry it had deleted came back."""
+    s = Stream()
+    for i in range(3 * 40):
+        s.append(make_id(1 + i // 3, i % 3), [b"f", b"%d" % i], 3, 4096)
+    asked = [make_id(1 + n, 0) for n in range(40)] + [make_id(1, 1)]
+    assert s.delete(asked) == asked
+    want = [make_id(1, 2)] + [make_id(1 + n, seq) for n in range(1, 40) for seq in (1, 2)]
+    assert [e for e, _ in s.range(0, (1 << 128) - 1)] == want and len(s) == len(want)
+    assert [e for e, _ in Stream.load(s.dump()).range(0, (1 << 128) - 1)] == want
