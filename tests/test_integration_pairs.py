@@ -224,3 +224,24 @@ def test_delref_from_another_group_ends_a_draining_hash(c):
     assert info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))[b"draining-hashes"] == 0
     assert read(c, "A") == []
     assert [e[0] for e in read(c, "C")] == waiting
+
+
+def test_explicit_reference_trims_under_a_retention_policy(one_per_node):
+    """ACKED and DELREF trims keep Redis's meaning on a stream with a policy: they are not the policy's truncations
+    (its counters stay), and what they change moves an AUTO subscriber's release point as XACK would."""
+    c = one_per_node
+    c.xgroup_create("s", "g", "$", mkstream=True)
+    c.execute_command("XGROUP", "SETCONFIG", "s", "g", "SUBSCRIBER", "AUTO")
+    ids = [c.xadd("s", {"n": i}, id=f"{i}-1") for i in range(1, 9)]
+    c.execute_command("XRETENTION", "SET", "s", "CONSUMPTION", "MIN-LEN", 0)
+    assert len(read(c, "A", count=5)) == 5  # 1-5 pending, 6-8 not delivered
+    c.execute_command("XTRIM", "s", "MAXLEN", "=", 0, "ACKED")  # everything is referenced: nothing goes
+    assert c.xlen("s") == 8
+    c.execute_command("XTRIM", "s", "MAXLEN", "=", 6, "DELREF")  # 1-2 go with their PEL references
+    assert [e[0] for e in c.xrange("s")] == ids[2:]
+    assert c.xpending("s", "g")["pending"] == 3
+    c.xack("s", "g", ids[2])  # the release point moves past 3-1: the policy takes it
+    assert [e[0] for e in c.xrange("s")] == ids[3:]
+    retention = info_map(c.execute_command("XRETENTION", "GET", "s"))
+    assert (retention[b"entries-truncated"], retention[b"entries-lost"]) == (1, 0)
+    assert c.xinfo_groups("s")[0]["entries-lost"] == 0
