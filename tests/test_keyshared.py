@@ -324,15 +324,30 @@ def test_lag_and_entries_read_count_deferred_entries(c):
     assert (group["lag"], group["entries-read"], group["deferred"]) == (0, 2, 0)
 
 
-def test_claim_reads_and_nacks_are_refused(c):
+def test_claim_reads_are_refused(c):
     c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
-    entry = c.xadd("s", {"k": "a"})
+    c.xadd("s", {"k": "a"})
     read(c, "A")
     with pytest.raises(redis.ResponseError, match="XREADGROUP CLAIM is not allowed in a KEYSHARED consumer group"):
         c.execute_command("XREADGROUP", "GROUP", "g", "B", "CLAIM", "0", "STREAMS", "s", ">")
-    with pytest.raises(redis.ResponseError, match="XNACK is not allowed in a KEYSHARED consumer group"):
-        c.execute_command("XNACK", "s", "g", "FAIL", "IDS", "1", entry)
     assert c.xpending("s", "g")["pending"] == 1
+
+
+def test_xnack_releases_a_key_whole_and_holds_it_until_claimed(c):
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    same = [c.xadd("s", {"k": "K"}) for _ in range(3)]
+    other = c.xadd("s", {"k": "L"})
+    assert len(read(c, "A")) == 4
+    assert c.execute_command("XNACK", "s", "g", "FAIL", "IDS", "1", same[1]) == 3  # the key's three entries
+    owners = {p["message_id"]: p["consumer"] for p in c.xpending_range("s", "g", "-", "+", 10)}
+    assert owners == {same[0]: b"", same[1]: b"", same[2]: b"", other: b"A"}
+    later = c.xadd("s", {"k": "K"})
+    assert read(c, "A") == []  # K waits while its entries are at nobody
+    claimed = c.xautoclaim("s", "g", "C", 0, "0", count=1, justid=True)  # redis-py gives JUSTID's IDs alone
+    assert sorted(claimed, key=id_key) == same  # one asked, the whole key moved
+    assert read(c, "A") == []  # now K drains at C
+    c.xack("s", "g", *same)
+    assert [i for i, _f in read(c, "A")] == [later]
 
 
 def test_retention_holds_deferred_entries():

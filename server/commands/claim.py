@@ -210,15 +210,20 @@ def xnack(ctx, argv):
     group = stream.groups.get(group_name) if stream is not None else None
     if group is None:
         raise _nogroup(key, group_name)
-    if group.keyshared is not None:  # issue 22: a NACK would leave a key's entries at nobody and at their owner
-        from .keyshared import NACK_REFUSED
+    ids = request.ids
+    if group.keyshared is not None:  # issue 22: a key's pending entries are NACKed together
+        from .keyshared import nack_ids
 
-        raise ReplyError(NACK_REFUSED)
+        ids = nack_ids(ctx, stream, group, ids, request.force)
     touched = []
-    for entry_id in request.ids:
+    for entry_id in ids:
         exists = request.force and entry_id not in group.pel and stream.get(entry_id) is not None
         if nack(group, entry_id, request.mode, request.retry_count, exists) is not None:
             touched.append(entry_id)
+    if group.keyshared is not None and touched:
+        from .keyshared import nacked
+
+        nacked(stream, group, touched)
     if not touched:
         return 0, []
     return len(touched), nack_effects(key, group_name, group, touched)

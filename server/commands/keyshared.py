@@ -45,7 +45,6 @@ register_held_back(lambda stream, group: held_back(group, stream), lambda stream
 NOT_KEYSHARED = "ERR The consumer group '{}' is not KEYSHARED"
 NOACK_REFUSED = "ERR NOACK is not allowed in a KEYSHARED consumer group: entries without a pending entry cannot keep their key at one consumer"
 CLAIM_REFUSED = "ERR XREADGROUP CLAIM is not allowed in a KEYSHARED consumer group: use XCLAIM or XAUTOCLAIM, which move a key's pending entries together"
-NACK_REFUSED = "ERR XNACK is not allowed in a KEYSHARED consumer group: a released entry would leave its key's other pending entries at their owner"
 INTERNAL = "ERR XGROUP {} is an internal command, only for replication and AOF loading"
 
 
@@ -668,6 +667,33 @@ def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, grou
             pending.delivery_count = next_count(pending.delivery_count)
         replies.append(entry_reply(stream, entry_id, justid))
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+
+
+def nack_ids(ctx, stream: Stream, group, ids: list[int], force: bool) -> list[int]:
+    """XNACK in a KEYSHARED group: each ID's hash goes to the NACK zone whole, so the IDs asked for are
+    followed by every other pending entry of their hashes (a replayed XNACK lists them all already)."""
+    if ctx.loading:
+        return ids
+    state = group.keyshared
+    hashes = set()
+    for entry_id in ids:
+        h = state.pel_hash.get(entry_id)
+        if h is None and force and stream.get(entry_id) is not None:
+            h = state.hash_of(stream.get(entry_id))
+        if h is not None:
+            hashes.add(h)
+    siblings = sorted(i for i, h in state.pel_hash.items() if h in hashes)
+    return list(dict.fromkeys([*ids, *siblings]))
+
+
+def nacked(stream: Stream, group, entry_ids: list[int]) -> None:
+    """After XNACK: the entries are pending at nobody; their hashes wait (for every consumer) until a claim
+    (XCLAIM, XAUTOCLAIM: the whole hash moves) or their acknowledgement."""
+    state = group.keyshared
+    for entry_id in entry_ids:
+        if entry_id not in state.pel_hash:  # FORCE made it pending
+            state.track(entry_id, state.hash_of(stream.get(entry_id)), None)
+        state.hash_owner[state.pel_hash[entry_id]] = None
 
 
 # -- observability ------------------------------------------------------------------------
