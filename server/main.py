@@ -322,7 +322,7 @@ def _cron(server: Server) -> None:
     lag_watch_cron(server, now)
     maxmemory = server.config["maxmemory"]
     rss = rss_bytes() if maxmemory or log.isEnabledFor(VERBOSE) else 0
-    server.oom = bool(maxmemory) and rss > maxmemory  # no eviction: Redis's noeviction answer
+    server.memory_meter.cron(now)  # maxmemory: the data's memory (no eviction: Redis's noeviction answer)
     _periodic_log(server, now, rss)
     output_limits.cron(server)
     if server.persistence is not None:

@@ -25,6 +25,7 @@ from .config import Config
 from .dirty import RULES as DIRTY_RULES
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
+from .maxmemory import MemoryMeter
 from .pubsub import KEY_MISS, PubSub
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
@@ -59,7 +60,7 @@ class Server:
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
-        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits",
+        "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -129,6 +130,7 @@ class Server:
         self.reads_processed = self.writes_processed = 0  # INFO total_reads_processed / total_writes_processed
         retention.install(self)  # streams with a consumption-based retention policy (self.retained)
         self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
+        self.memory_meter = MemoryMeter(self)  # maxmemory: the data's memory, checked before each denyoom command
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""
@@ -165,7 +167,7 @@ class Server:
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
             if self.refusing and not client.loading:
-                self.refuse(cmd)
+                self.refuse(cmd, argv)
             if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
                 raise ReplyError(
                     f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
@@ -208,13 +210,13 @@ class Server:
     def update_refusing(self) -> None:
         """Is any state in force that refuses some commands? Then every command goes through execute()."""
         replication = self.replication
-        self.refusing = self.oom or self.disk_error is not None or (
+        self.refusing = self.oom or bool(self.config["maxmemory"]) or self.disk_error is not None or (
             replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
         )
 
-    def refuse(self, cmd: Command) -> None:
+    def refuse(self, cmd: Command, argv: list[bytes]) -> None:
         """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN."""
-        if self.oom and "denyoom" in cmd.flags:
+        if "denyoom" in cmd.flags and self.config["maxmemory"] and not self.memory_meter.admit(argv):
             raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
         if self.disk_error is not None and (cmd.write or cmd.name == "ping"):
             raise ReplyError(self.disk_error)  # Redis refuses PING too

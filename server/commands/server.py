@@ -12,7 +12,7 @@ from protocol.reply import OK, Map, Verbatim
 
 from ..command import command, container
 from ..config import PARAMS, is_glob
-from ..info import info_string, reset_stats, rss_bytes
+from ..info import info_string, reset_stats
 from ..latency import threshold_ns as latency_threshold_ns
 from ..output_limits import normal_limits
 from ..protected import is_local
@@ -230,7 +230,7 @@ def install_config_listeners(server) -> None:
         elif name == "latency-monitor-threshold":
             server.latency_threshold_ns = latency_threshold_ns(value)
         elif name == "maxmemory":  # at once, not at the next cron tick
-            server.oom = bool(value) and rss_bytes() > value
+            server.memory_meter.measure(server.now)
             server.update_refusing()
         elif name == "min-replicas-to-write":
             server.update_refusing()
