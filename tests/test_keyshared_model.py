@@ -43,9 +43,33 @@ KEYS = [b"k%d" % i for i in range(300)]
 CONSUMERS = [b"c%d" % i for i in range(6)]
 
 
+def owner_of(pending) -> bytes | None:
+    """A pending entry's consumer name; None in the NACK zone."""
+    return pending.consumer.name if pending.consumer is not None else None
+
+
 def keyshared_state(srv: Server) -> dict:
-    """dump() plus every KEYSHARED group's configuration, ring, PEL index and deferred set."""
-    state = dump(srv)
+    """dump() plus every KEYSHARED group's configuration, ring, PEL index and deferred set (NACKed entries too)."""
+    nacked = {}
+    for db in srv.keyspace.dbs:  # dump() names every owner: NACKed entries are listed here instead
+        for key, value in db.data.items():
+            if isinstance(value, Stream):
+                for name, group in value.groups.items():
+                    nacked[(db.id, key, name)] = [(i, p.delivery_time, p.delivery_count) for i, p in group.pel.items() if p.consumer is None]
+                    nobody = _Nobody(group.pel)
+                    for i in [i for i, p in group.pel.items() if p.consumer is None]:
+                        group.pel.entries[i].consumer = nobody
+    try:
+        state = dump(srv)
+    finally:
+        for db in srv.keyspace.dbs:
+            for value in db.data.values():
+                if isinstance(value, Stream):
+                    for group in value.groups.values():
+                        for p in group.pel.entries.values():
+                            if type(p.consumer) is _Nobody:
+                                p.consumer = None
+    state["nacked"] = nacked
     for db in srv.keyspace.dbs:
         for key, value in db.data.items():
             if isinstance(value, Stream):
@@ -57,6 +81,14 @@ def keyshared_state(srv: Server) -> dict:
                         sorted(ks.deferred.items()), {n: list(q) for n, q in ks.queues.items() if q},
                     )  # fmt: skip
     return state
+
+
+class _Nobody:
+    """Stands in for a NACKed entry's missing owner while dump() lists the PEL (its PEL: the group's)."""
+
+    def __init__(self, pel) -> None:
+        self.name = None
+        self.pel = pel
 
 
 def brute_owner(members: list[bytes], hash_value: int) -> bytes | None:
@@ -92,7 +124,7 @@ class Model:
     def run(self, *argv):
         argv = [a if isinstance(a, bytes) else str(a).encode() for a in argv]
         members_before = list(self.group().keyshared.ring.members) if self.group() else []
-        pending_before = {i: p.consumer.name for i, p in self.group().pel.items()} if self.group() else {}
+        pending_before = {i: owner_of(p) for i, p in self.group().pel.items()} if self.group() else {}
         reply = self.server.execute(self.client, argv)
         assert type(reply) is not Error, (argv, reply)
         group = self.group()
@@ -104,7 +136,7 @@ class Model:
                 leavers.add(argv[4])
             after = group.pel
             self.released |= {  # given back by a leave (and maybe delivered again by this very read)
-                i for i, owner in pending_before.items() if owner in leavers and (i not in after or after[i].consumer.name != owner)
+                i for i, owner in pending_before.items() if owner in leavers and (i not in after or owner_of(after[i]) != owner)
             }
         return reply
 
@@ -141,7 +173,7 @@ class Model:
             self.read(consumer, rng.choice([1, 3, 10, 0]))
         elif roll < 0.80:
             group = self.group()
-            mine = [i for i, p in group.pel.items() if p.consumer.name == consumer and consumer != self.stuck]
+            mine = [i for i, p in group.pel.items() if owner_of(p) == consumer and consumer != self.stuck]
             if mine:
                 ids = rng.sample(mine, rng.randint(1, min(len(mine), 6)))
                 self.run("XACK", KEY, GROUP, *[format_id(i) for i in ids])
@@ -153,8 +185,12 @@ class Model:
             if pel:
                 ids = rng.sample(pel, min(len(pel), rng.randint(1, 3)))
                 self.run("XCLAIM", KEY, GROUP, consumer, rng.choice([0, 1000]), *[format_id(i) for i in ids], *rng.choice([[], ["JUSTID"]]))
-        elif roll < 0.95:
+        elif roll < 0.935:
             self.run("XAUTOCLAIM", KEY, GROUP, consumer, rng.choice([0, 1000]), "0", "COUNT", rng.randint(1, 4))
+        elif roll < 0.95:  # XNACK: the key's pending entries go to the NACK zone together
+            pel = list(self.group().pel.keys())
+            if pel:
+                self.run("XNACK", KEY, GROUP, rng.choice(["SILENT", "FAIL"]), "IDS", 1, format_id(rng.choice(pel)))
         elif roll < 0.97 and self.key_of and self.deletes:
             self.run("XDEL", KEY, format_id(rng.choice(list(self.key_of))))
         else:
@@ -196,7 +232,7 @@ class Model:
             candidates |= {i for i, _ in stream.range(group.last_id + 1, MAX_ID)} - set(group.pel.keys())
         holders: dict[bytes, set[bytes]] = {}
         for entry_id, pending in group.pel.items():
-            holders.setdefault(self.key_of[entry_id], set()).add(pending.consumer.name)
+            holders.setdefault(self.key_of[entry_id], set()).add(owner_of(pending))
         oldest: dict[bytes, int] = {}
         for entry_id in sorted(candidates):
             oldest.setdefault(self.key_of[entry_id], entry_id)
@@ -214,7 +250,7 @@ class Model:
         stream = self.stream()
         owners: dict[bytes, set[bytes]] = {}
         for entry_id, pending in group.pel.items():
-            owners.setdefault(self.key_of[entry_id], set()).add(pending.consumer.name)
+            owners.setdefault(self.key_of[entry_id], set()).add(owner_of(pending))
             assert ks.pel_hash[entry_id] == sticky_hash(self.key_of[entry_id])
         assert all(len(names) == 1 for names in owners.values()), "a key pending at two consumers"
         assert_pels_counted(self.server)  # the PEL lists' bookkeeping (deliveries insert older IDs in place)
@@ -280,7 +316,7 @@ def test_every_consumer_drains_everything_in_the_end():
             if consumer == model.stuck:
                 continue
             model.read(consumer, 10)
-            mine = [i for i, p in model.group().pel.items() if p.consumer.name == consumer]
+            mine = [i for i, p in model.group().pel.items() if owner_of(p) == consumer]
             if mine:
                 model.run("XACK", KEY, GROUP, *[format_id(i) for i in mine])
                 model.acked |= set(mine)
