@@ -690,3 +690,57 @@ def test_delete_across_more_sealed_nodes_than_the_decode_cache_holds():
     want = [make_id(1, 2)] + [make_id(1 + n, seq) for n in range(1, 40) for seq in (1, 2)]
     assert [e for e, _ in s.range(0, (1 << 128) - 1)] == want and len(s) == len(want)
     assert [e for e, _ in Stream.load(s.dump()).range(0, (1 << 128) - 1)] == want
+
+
+# -- reading ranges and sealing nodes at their boundaries ------------------------------------------
+
+
+def test_ranges_with_bounds_on_entry_and_node_ids_match_the_model():
+    """spans(): `start > end` (-> `>=`: XRANGE key id id answered nothing) and `master_id > end` (-> `>=`:
+    a range ending at a node's first entry lost it), forwards and backwards, with and without COUNT."""
+    rng = random.Random(77)
+    for _ in range(40):
+        s, model = Stream(), []
+        for i in range(rng.randint(1, 60)):
+            entry_id = make_id(100 + i // 2, i % 2)
+            s.append(entry_id, [b"f", b"%d" % i], rng.choice([1, 2, 3, 100]), 4096)
+            model.append(entry_id)
+        for victim in rng.sample(model, k=rng.randint(0, len(model) // 3)):
+            s.delete([victim])
+            model.remove(victim)
+        bounds = [0, *s.keys, *model, *(e + 1 for e in model), *(e - 1 for e in model), (1 << 128) - 1]
+        for _ in range(30):
+            start, end = rng.choice(bounds), rng.choice(bounds)
+            if rng.random() < 0.3:
+                end = start
+            count = rng.choice([None, 1, 2, 3, 50])
+            want = [e for e in model if start <= e <= end]
+            forward = [e for e, _ in s.range(start, end, count)]
+            backward = [e for e, _ in s.range(start, end, count, rev=True)]
+            assert forward == want[:count] if count else forward == want, (start, end, count)
+            assert backward == want[::-1][:count] if count else backward == want[::-1], (start, end, count)
+
+
+def test_sealed_nodes_at_the_edges_of_the_table_and_fixint():
+    """_pack_ids_by_ms's limits: a millisecond step of exactly 128 (not a fixint), a seq run reaching 65536
+    (past the table) and the per-millisecond test `(last_ms - first_ms) * 4 < n`: the bytes stay msgpack's."""
+    from storage.stream import Node, _pack, _unpack
+
+    cases = []
+    for step in (127, 128, 129):
+        cases.append([make_id(1000 + step * (i // 300), i % 300) for i in range(600)])  # two ms, `step` apart
+        cases.append([make_id(1000 + step, i) for i in range(600)])  # master 1000: the first delta is `step`
+    for top in (65534, 65535, 65536, 65537):
+        cases.append([make_id(7, seq) for seq in range(top - 20, top + 1)])
+    for spread in (1, 2, 3):
+        cases.append([make_id(50 + spread * (i % 2), i) for i in range(4 * spread)])  # (last-first)*4 == n
+    for ids in cases:
+        ids = sorted(ids)
+        node = Node(make_id(1000, 0) if ids[0] >> 64 >= 1000 else ids[0], (b"f",))
+        rows = [[b"v"]] * len(ids)
+        ms_parts = [entry_id >> 64 for entry_id in ids]
+        deltas = [b - a for a, b in zip([node.master_id >> 64, *ms_parts], ms_parts, strict=False)]
+        seqs = [entry_id & ((1 << 64) - 1) for entry_id in ids]
+        node.packed = _pack(node, ids, rows)
+        assert node.packed == msgpack.packb((deltas, seqs, rows)), (ids[0], ids[-1], len(ids))
+        assert _unpack(node) == (ids, rows)
