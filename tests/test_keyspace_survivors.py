@@ -453,3 +453,60 @@ def test_scan_index_keeps_the_hashes_it_sorted_by():
     index = ScanIndex({b"x%d" % i: None for i in range(64)})
     assert list(index.hashes) == sorted(map(hash, index.keys))
     assert index.hashes == array("q", map(hash, index.keys))
+
+
+# -- small rules the run found unguarded ----------------------------------------------------------
+
+
+def test_type_names_as_the_type_command_reports_them():
+    """type_name's default (`"none"` -> None, `"NONE"`...): TYPE of a missing key is `none`."""
+    from storage.keyspace import type_name
+    from storage.stream import Stream
+
+    assert (type_name(None), type_name(b"v"), type_name(Stream())) == ("none", "string", "stream")
+
+
+def test_lookup_type_expires_a_key_past_its_ttl():
+    """lookup_type's `if self.expires` turned off: a command on an expired stream saw the old value."""
+    from protocol.errors import ReplyError
+    from storage.stream import Stream
+
+    db = Database(0)
+    db.set(b"s", Stream())
+    db.set(b"k", b"v")
+    db.set_expire(b"s", NOW - 1)
+    assert db.lookup_type(b"s", NOW, Stream) is None and b"s" not in db.data and db.expired == [b"s"]
+    with pytest.raises(ReplyError):
+        db.lookup_type(b"k", NOW, Stream)
+
+
+def test_set_keep_ttl_keeps_it_and_plain_set_drops_it():
+    """set()'s `not keep_ttl and self.expires` (-> or): SET ... KEEPTTL lost the key's TTL."""
+    db = Database(0)
+    db.set(b"k", b"1")
+    db.set_expire(b"k", NOW + 50)
+    db.set(b"k", b"2", keep_ttl=True)
+    assert db.ttl(b"k") == NOW + 50
+    db.set(b"k", b"3")
+    assert db.ttl(b"k") is None and db.data[b"k"] == b"3"
+
+
+def test_sixteen_databases_by_default():
+    """Keyspace's default (16 -> 17): Redis's `databases 16`."""
+    from storage.keyspace import Keyspace
+
+    assert len(Keyspace()) == 16
+
+
+def test_scan_with_a_cursor_on_a_fresh_database():
+    """Database's scan_index starting as None (-> ""): SCAN with a cursor from before a restart crashed."""
+    db = Database(0)
+    for i in range(20):
+        db.set(b"c%d" % i, b"v")
+    cursor, found = 1 << 62, []
+    while True:
+        cursor, keys = db.scan(cursor, 5, NOW)
+        found.extend(keys)
+        if cursor == 0:
+            break
+    assert set(found) <= set(db.data)
