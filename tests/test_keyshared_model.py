@@ -202,10 +202,15 @@ class Model:
             cap = self.rng.randint(count or 1, (count or 1) + 3)
             options += ["MAXCOUNT", cap]
             count = count or cap
+        claim = self.rng.random() < 0.1  # Redis 8.4's CLAIM: idle pending entries first (their keys whole)
+        if claim:
+            options += ["CLAIM", self.rng.choice([0, 2000])]
         reply = self.run("XREADGROUP", "GROUP", GROUP, consumer, *options, "STREAMS", KEY, ">")
-        got = [] if reply is NULL_ARRAY else [parse_strict_id(wire) for wire, _fields in reply[0][1]]
-        assert got == sorted(got)
-        for entry_id in got:
+        items = [] if reply is NULL_ARRAY else reply[0][1]
+        got = [parse_strict_id(item[0]) for item in items]
+        new = [parse_strict_id(item[0]) for item in items if not claim or (item[2] == 0 and item[3] == 0)]
+        assert new == sorted(new)
+        for entry_id in new:
             key = self.key_of[entry_id]
             if entry_id in self.delivered:
                 # a re-delivery of what a leave released (order after a claim is not promised)

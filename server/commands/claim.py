@@ -94,6 +94,10 @@ def read_claim(
             if len(reply) == limit:
                 break  # before the generator takes (consumes) the next one
     room = None if limit is None else limit - len(reply)
+    if group.keyshared is not None:  # issue 22: claimed keys move whole, new entries by the KEYSHARED rules
+        from .keyshared import claim_read_rest
+
+        return claim_read_rest(stream, group, consumer, group_name, room, now, key, effects, caps, reply)
     if room is None or room > 0:
         new = stream.range(group.last_id + 1, MAX_ID, room)
         if caps and new:

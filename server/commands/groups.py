@@ -391,8 +391,8 @@ class ReadGroupRequest:
             group = stream.groups.get(self.group) if stream is not None else None
             if group is None:
                 raise _nogroup(key, self.group, " in XREADGROUP with GROUP option")
-            if group.keyshared is not None and (self.noack or self.claim is not None):
-                raise ReplyError(keyshared.NOACK_REFUSED if self.noack else keyshared.CLAIM_REFUSED)
+            if self.noack and group.keyshared is not None:
+                raise ReplyError(keyshared.NOACK_REFUSED)
             if arg == b">":
                 start = None
             elif arg == b"$" or arg == b"+":
@@ -443,7 +443,7 @@ def _read_group(ctx, request: ReadGroupRequest, resolved, effects: list) -> list
             if entries is not None:
                 served.append((key, entries))
         elif group.keyshared is not None:
-            entries = keyshared.read_new(ctx, stream, group, consumer, key, request.group, count, now, effects, caps)
+            entries = keyshared.read_new(ctx.loading, stream, group, consumer, key, request.group, count, now, effects, caps)
             if entries is not None:
                 served.append((key, entries))
         else:

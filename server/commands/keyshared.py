@@ -44,7 +44,6 @@ register_held_back(lambda stream, group: held_back(group, stream), lambda stream
 
 NOT_KEYSHARED = "ERR The consumer group '{}' is not KEYSHARED"
 NOACK_REFUSED = "ERR NOACK is not allowed in a KEYSHARED consumer group: entries without a pending entry cannot keep their key at one consumer"
-CLAIM_REFUSED = "ERR XREADGROUP CLAIM is not allowed in a KEYSHARED consumer group: use XCLAIM or XAUTOCLAIM, which move a key's pending entries together"
 INTERNAL = "ERR XGROUP {} is an internal command, only for replication and AOF loading"
 
 
@@ -487,7 +486,7 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     return scanned, newly
 
 
-def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None) -> Entries | None:
+def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None, extra: int = 0) -> Entries | None:
     """`XREADGROUP ... >` in a KEYSHARED group, one atomic step (Pulsar's dispatcher, PIP-379):
 
     1. the caller's deferred entries, oldest first, whose hash does not drain at another consumer;
@@ -497,11 +496,12 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
 
     None when nothing was delivered (what was deferred on the way still changed the group).
     MAXCOUNT/MAXSIZE (caps, read_caps.py) stop the read at the first entry they do not admit:
-    it stays deferred, or after the cursor.
+    it stays deferred, or after the cursor (`extra`: reply bytes per entry beyond [id, fields]).
+    `loading`: a loading or replica client's read (no session-timeout decisions there).
     """
     state = group.keyshared
     name = consumer.name
-    if not ctx.loading:
+    if not loading:
         expire_sessions(stream, group, key, group_name, name, now, effects)
     join_for_read(key, group_name, group, name, effects)
     limit = count or (1 << 62)
@@ -543,7 +543,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
                 if fields is None:
                     gone.append(entry_id)
                     continue
-            if caps and not caps.admit(format_id(entry_id), fields):
+            if caps and not caps.admit(format_id(entry_id), fields, extra):
                 position -= 1
                 limit = len(delivered)  # the budget is spent: nothing more in this read
                 break
@@ -585,7 +585,7 @@ def read_new(ctx, stream: Stream, group, consumer, key: bytes, group_name: bytes
             # held because h drains elsewhere, which `draining` sees too; so no check for it here)
             if owner == name and not draining:
                 body = _expand(fields, row)
-                if caps and not caps.admit(format_id(entry_id), body):
+                if caps and not caps.admit(format_id(entry_id), body, extra):
                     break  # over MAXCOUNT/MAXSIZE: it stays after the cursor
                 delivered.append(entry_id)
                 bodies.append(body)
@@ -684,6 +684,41 @@ def nack_ids(ctx, stream: Stream, group, ids: list[int], force: bool) -> list[in
             hashes.add(h)
     siblings = sorted(i for i, h in state.pel_hash.items() if h in hashes)
     return list(dict.fromkeys([*ids, *siblings]))
+
+
+def claim_read_rest(stream: Stream, group, consumer, group_name: bytes, room: int | None, now: int, key: bytes, effects: list, caps, reply: list) -> list | None:
+    """XREADGROUP ... CLAIM in a KEYSHARED group, after claim.py's claims: every other pending entry of
+    each claimed hash moves to the caller too (in the reply as claims: [id, fields, idle, count before];
+    COUNT/MAXCOUNT may be exceeded, as XAUTOCLAIM's), then new entries by read_new's rules with what
+    COUNT leaves ([id, fields, 0, 0])."""
+    from storage.claim import next_count
+
+    state = group.keyshared
+    pel = group.pel
+    claimed = {state.pel_hash[parse_strict_id(item[0])] for item in reply if parse_strict_id(item[0]) in state.pel_hash}
+    siblings = sorted(i for i, h in state.pel_hash.items() if h in claimed and pel[i].consumer is not consumer)
+    for entry_id in siblings:
+        pending = pel[entry_id]
+        fields = stream.get(entry_id)
+        if fields is None:
+            group.drop_pending(entry_id)
+            effects.append([b"XACK", key, group_name, format_id(entry_id)])
+            continue
+        idle = now - pending.delivery_time if pending.consumer is not None else -1
+        before = pending.delivery_count
+        pending = group.transfer(entry_id, pending, consumer)
+        pending.delivery_count = next_count(before)
+        group.retime(entry_id, pending, now)
+        consumer.active_time = now
+        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+        reply.append([format_id(entry_id), fields, idle, before])
+    if room is None or room > 0:
+        from .claim import _claim_bytes
+
+        new = read_new(False, stream, group, consumer, key, group_name, room or 0, now, effects, caps, _claim_bytes(0, 0))
+        if new:
+            reply += [[wire_id, fields, 0, 0] for wire_id, fields in new]
+    return reply or None
 
 
 def nacked(stream: Stream, group, entry_ids: list[int]) -> None:
