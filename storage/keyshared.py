@@ -45,7 +45,7 @@ are statistics (like INFO stats): not persisted, not replicated.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 
 NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
 RANGE_SIZE = 65535  # hashes are 1..65535 (0 is Pulsar's "not set")
@@ -388,39 +388,25 @@ class KeyShared:
 def held_back(group, stream=None) -> int:
     """Entries a KEYSHARED group passed over and has not delivered yet (0 for a plain group): part of its lag.
 
-    With the stream, only the live ones: a deferred entry deleted since (XDEL, XDELEX, XACKDEL, a
-    trim) stays in the set until a read meets it, but it is no longer anything to deliver."""
+    With the stream, only the live ones. Stream.delete() takes deleted entries out of the deferred set
+    (XDEL, XDELEX, XACKDEL, ACKED/DELREF trims), so only plain trims from the head leave dead ones
+    behind, all below first-id, until a read meets them."""
     state = getattr(group, "keyshared", None)
     if state is None:
         return 0
-    if stream is None:
-        return len(state.deferred)
-    return sum(1 for entry_id in state.deferred if _live(stream, entry_id))
+    deferred = state.deferred
+    if stream is None or not deferred:
+        return len(deferred)
+    if not stream.length:
+        return 0
+    first = stream.first_id
+    return len(deferred) if min(deferred) >= first else sum(1 for entry_id in deferred if entry_id >= first)
 
 
 def first_held_back(group, stream) -> int | None:
     """The oldest live deferred entry of a KEYSHARED group (None for a plain group, or none live)."""
     state = getattr(group, "keyshared", None)
-    if state is None or not state.deferred:
+    if state is None or not state.deferred or not stream.length:
         return None
-    oldest = min(state.deferred)
-    if _live(stream, oldest):
-        return oldest
-    return next((entry_id for entry_id in sorted(state.deferred) if _live(stream, entry_id)), None)
-
-
-def _live(stream, entry_id: int) -> bool:
-    """Whether a deferred entry_id is still a live entry of stream.
-
-    Deferred entries go only by XDEL-like deletes (which raise max-deleted-entry-id) or by trims from the head
-    (below first_id; an ACKED trim skips them), so past both marks an entry is live without a look-up."""
-    if not stream.length or entry_id < stream.first_id:
-        return False
-    if entry_id > stream.max_deleted_entry_id:
-        return True
-    i = bisect_right(stream.keys, entry_id) - 1
-    if i < 0:
-        return False
-    ids = stream.node_ids(stream.nodes[i])
-    j = bisect_left(ids, entry_id)
-    return j < len(ids) and ids[j] == entry_id
+    first = stream.first_id
+    return min((entry_id for entry_id in state.deferred if entry_id >= first), default=None)

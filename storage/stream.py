@@ -676,6 +676,10 @@ class Stream:
                 self.first_id = 0
             elif first_deleted:
                 self.first_id = self._first_valid_id()
+            for group in self.groups.values():  # a deleted entry is nothing a KEYSHARED group still has to deliver
+                held = group.keyshared.deferred if group.keyshared is not None else None
+                if held:
+                    group.keyshared.undefer([entry_id for entry_id in removed if entry_id in held])
         return removed
 
     @staticmethod

@@ -160,8 +160,10 @@ def leave(stream: Stream, group, name: bytes) -> int:
     ids = list(consumer.pel)
     hashes = [state.pel_hash.get(i) or state.hash_of(stream.get(i)) for i in ids]
     group.ack_many(ids)
+    get = stream.get
     for entry_id, hash_value in zip(ids, hashes, strict=True):
-        state.defer(entry_id, hash_value)
+        if get(entry_id) is not None:  # a PEL reference whose entry is gone (XDEL, KEEPREF) has nothing to deliver
+            state.defer(entry_id, hash_value)
     return len(ids)
 
 
