@@ -33,9 +33,14 @@ def auto_iid(fields: list[bytes]) -> bytes:
     (a sum does not depend on the order and, unlike XOR, does not cancel a pair
     given twice). Big-endian, 16 bytes.
     """
-    if len(fields) == 2:  # one pair: the sum is its hash (xxh3_128_digest is the big-endian form)
+    n = len(fields)
+    if n == 2:  # one pair: the sum is its hash (xxh3_128_digest is the big-endian form)
         field = fields[0]
         return xxh3_128_digest(field + fields[1], len(field))
+    if n == 4:  # two pairs (the usual event), unrolled: no loop, no index arithmetic
+        first, second = fields[0], fields[2]
+        total = xxh3_128_intdigest(first + fields[1], len(first)) + xxh3_128_intdigest(second + fields[3], len(second))
+        return (total & _U128).to_bytes(16, "big")
     total = 0
     for i in range(0, len(fields), 2):
         field = fields[i]
@@ -75,6 +80,22 @@ class Idmp:
         while len(iids) > self.maxsize:
             del iids[next(iter(iids))]
             self.tracked -= 1
+
+    def record_new(self, pid: bytes, iids: dict[bytes, int] | None, iid: bytes, entry_id: int) -> None:
+        """record() of an iid that lookup() just missed, with the producer's map it found (None: a new
+        producer): the steady state (a full FIFO: the oldest out, the new one in) without looking up again."""
+        if iids is None:
+            self.record(pid, iid, entry_id)
+            return
+        if len(iids) >= self.maxsize:  # never above maxsize: record() and configure() keep it so
+            del iids[next(iter(iids))]
+        else:
+            self.tracked += 1
+        iids[iid] = entry_id
+        self.iids_added += 1
+        ms = entry_id >> 64
+        if self.oldest_ms < 0 or ms < self.oldest_ms:
+            self.oldest_ms = ms
 
     def configure(self, duration: int, maxsize: int) -> bool:
         """XCFGSET: new limits forget every tracked iid; the same limits change nothing. True if changed."""

@@ -1,9 +1,12 @@
 """Idempotent production (Redis 8.6): XADD's IDMP/IDMPAUTO, XCFGSET, XIDMPRECORD, the IDMP expiry cron.
 
-Effects (ARCHITECTURE rule 4). A fresh idempotent XADD propagates as the plain
-XADD with its concrete ID followed by `XIDMPRECORD key pid iid id` (IDMPAUTO's
-iid travels as the 16 bytes computed on the primary); a repeat adds nothing and
-propagates nothing. A stream takes the `stream-idmp-*` configs' values when it
+Effects (ARCHITECTURE rule 4). A fresh idempotent XADD to a stream already
+tracking iids propagates as one `XADD key IDMP pid iid <id> field value ...`
+(IDMPAUTO's iid as the 16 bytes computed on the primary; the form with a
+concrete ID is taken from loading and primary clients only, and does what the
+pair below does); the stream's first iid, an expiry on the way or a trim
+propagate the plain XADD with its concrete ID and `XIDMPRECORD key pid iid id`.
+A repeat adds nothing and propagates nothing. A stream takes the `stream-idmp-*` configs' values when it
 first tracks an iid (or gets XCFGSET): that moment propagates
 `XCFGSET key IDMP-DURATION d IDMP-MAXSIZE m`, so replicas and the AOF hold the
 primary's limits whatever their own configs say. Expiry is decided on the
@@ -19,7 +22,7 @@ from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import Simple
 from storage.idmp import DURATION_RANGE, MAXSIZE_RANGE, Idmp, auto_iid
 from storage.stream import Stream
-from storage.stream_id import format_id, parse_strict_id
+from storage.stream_id import SEQ_MASK, format_id, parse_strict_id
 
 from ..command import command
 from .args import to_int
@@ -109,7 +112,12 @@ class IdempotentAdd:
 
 def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field_pos: int):
     """`XADD key IDMPAUTO pid * ...` / `XADD key IDMP pid iid * ...` without other options: the usual
-    idempotent XADD, inline (IdempotentAdd's steps) and through Stream.add's fast path."""
+    idempotent XADD, inline (IdempotentAdd's steps) and through Stream.add's fast path.
+
+    The steady state (the stream tracks iids already, none expired on the way) propagates one
+    command, `XADD key IDMP pid iid <id> ...` (xadd_recorded); the first iid of a stream, or an
+    expiry on the way, the plain XADD and XIDMPRECORD around the XCFGSET they need.
+    """
     if not pid:
         raise ReplyError(EMPTY_AUTO_PID if iid is None else EMPTY_PID)
     if iid is None:
@@ -118,23 +126,31 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
         raise ReplyError(EMPTY_IID)
     key = argv[1]
     server = ctx.server
-    stream = ctx.db.lookup_type(key, server.now, Stream)
+    now = server.now
+    stream = ctx.db.lookup_type(key, now, Stream)
     created = stream is None
     out = []
     if created:
         stream = Stream()
     elif (idmp := stream.idmp) is not None:
-        if 0 <= idmp.oldest_ms < server.now - idmp.duration * 1000 and not ctx.loading:
-            before = server.now - idmp.duration * 1000
+        if 0 <= idmp.oldest_ms < now - idmp.duration * 1000 and not ctx.loading:
+            before = now - idmp.duration * 1000
             if idmp.expire(before):
                 out.append(expire_effect(key, before))
         iids = idmp.producers.get(pid)
         if iids is not None and (entry_id := iids.get(iid)) is not None:
             idmp.iids_duplicates += 1
             return format_id(entry_id), out
+        if not out:  # the steady state
+            fields = argv[field_pos:]
+            max_entries, max_bytes = server.config.stream_node_limits
+            reply = stream.add(now, fields, max_entries, max_bytes)
+            server.idmp_keys[(ctx.db.id, key)] = stream
+            idmp.record_new(pid, iids, iid, stream.last_id)
+            return reply, [[b"XADD", key, b"IDMP", pid, iid, reply, *fields]]
     fields = argv[field_pos:]
     max_entries, max_bytes = server.config.stream_node_limits
-    reply = stream.add(server.now, fields, max_entries, max_bytes)
+    reply = stream.add(now, fields, max_entries, max_bytes)
     if created:
         ctx.db.set(key, stream)
     out.insert(0, [b"XADD", key, reply, *fields])
@@ -144,6 +160,38 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
     idmp.record(pid, iid, stream.last_id)
     out.append([b"XIDMPRECORD", key, pid, iid, reply])
     return reply, out
+
+
+def xadd_recorded(ctx, argv: list[bytes]):
+    """`XADD key IDMP pid iid <ms-seq> field value ...`, from the AOF loader or a primary only: what
+    `XADD key <ms-seq> field value ...` then `XIDMPRECORD key pid iid <ms-seq>` do, in one command
+    (a fresh idempotent add's effect). A pair already mapped is refused before anything changes."""
+    key, pid, iid = argv[1], argv[3], argv[4]
+    if not pid:
+        raise ReplyError(EMPTY_PID)
+    if not iid:
+        raise ReplyError(EMPTY_IID)
+    entry_id = parse_strict_id(argv[5])
+    server = ctx.server
+    stream = ctx.db.lookup_type(key, server.now, Stream)
+    created = stream is None
+    if not created and stream.idmp is not None and stream.idmp.lookup(pid, iid) is not None:
+        raise ReplyError("ERR The pid/iid pair is already mapped to a different stream ID")
+    if created:
+        stream = Stream()
+    fields = argv[6:]
+    max_entries, max_bytes = server.config.stream_node_limits
+    reply = stream.add_id(entry_id >> 64, entry_id & SEQ_MASK, fields, max_entries, max_bytes)
+    if created:
+        ctx.db.set(key, stream)
+    if stream.idmp is None:  # as XIDMPRECORD: the limits from this server's configs, and their XCFGSET
+        out = [[b"XADD", key, reply, *fields]]
+        stream_idmp(ctx, key, stream, out).record(pid, iid, entry_id)
+        out.append([b"XIDMPRECORD", key, pid, iid, reply])
+        return reply, out
+    register(server, ctx.db.id, key, stream)
+    stream.idmp.record(pid, iid, entry_id)
+    return reply, [[b"XADD", key, b"IDMP", pid, iid, reply, *fields]]
 
 
 def expire_effect(key: bytes, before: int) -> list[bytes]:

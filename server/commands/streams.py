@@ -24,7 +24,7 @@ from storage.stream_id import MAX_ID, SEQ_MASK, U64_MAX, format_id, parse_strict
 
 from ..command import command
 from .args import help_reply, to_int
-from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp, xadd_idempotent
+from .idmp import ONLY_AUTO_IDS, IdempotentAdd, info_fields, parse_idmp, xadd_idempotent, xadd_recorded
 from .read_caps import MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, ReadCaps, check_count, parse_positive
 from .stream_args import (
     lookup_stream,
@@ -254,8 +254,11 @@ def xadd(ctx, argv):
     argc = len(argv)
     if argv[2] == b"IDMPAUTO" and argc & 1 and argc >= 7 and argv[4] == b"*":  # the usual idempotent forms
         return xadd_idempotent(ctx, argv, argv[3], None, 5)
-    if argv[2] == b"IDMP" and not argc & 1 and argc >= 8 and argv[5] == b"*":
-        return xadd_idempotent(ctx, argv, argv[3], argv[4], 6)
+    if argv[2] == b"IDMP" and not argc & 1 and argc >= 8:
+        if argv[5] == b"*":
+            return xadd_idempotent(ctx, argv, argv[3], argv[4], 6)
+        if ctx.loading:  # a fresh idempotent add's effect: `XADD key IDMP pid iid <ms-seq> ...`
+            return xadd_recorded(ctx, argv)
     # What a replica (or the AOF loader) applies: `XADD key ms-seq field value ...`, and after a
     # trim `XADD key MAXLEN = n ms-seq field value ...`. Anything else, errors included, is parsed in full.
     if argc & 1:
