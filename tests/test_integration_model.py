@@ -3,7 +3,7 @@
 Seeded random workloads on the real server: a KEYSHARED group g (an AUTO
 retention subscriber, members joining and leaving) and a plain group h share
 a stream under `XRETENTION ... MIN-LEN 0`, with ACKED trims (XTRIM, XADD),
-XACKDEL and XDELEX ACKED between. The model is only what the test itself
+XACKDEL, XDELEX ACKED, XNACK and XREADGROUP ... CLAIM between. The model is only what the test itself
 sent: every ID added, and what g and h acknowledged. After every step:
 
 - nothing g has not acknowledged is gone unless the test deleted it (XDEL,
@@ -57,9 +57,16 @@ def test_keyshared_subscriber_keeps_what_it_needs(c, seed):
             key_of[c.execute_command("XADD", "s", *trim, "*", "k", key)] = key
         elif op < 0.5:
             c.xreadgroup("g", rnd.choice(members), {"s": ">"}, count=rnd.randrange(1, 4))
-        elif op < 0.6:
+        elif op < 0.55:
             c.xreadgroup("h", "x", {"s": ">"}, count=rnd.randrange(1, 6))
-        elif op < 0.72:
+        elif op < 0.58:
+            mine = list(_pending(c, "g"))
+            if mine:  # NACKs the key whole: its pending entries wait at nobody
+                c.execute_command("XNACK", "s", "g", "FAIL", "IDS", 1, rnd.choice(mine))
+        elif op < 0.62:  # COUNT 1 takes one pending entry of a key: the rest of the key must follow it
+            c.execute_command("XREADGROUP", "GROUP", "g", rnd.choice(members), "COUNT", rnd.choice([1, 1, 3]),
+                              "CLAIM", rnd.choice([0, 0, 60_000]), "STREAMS", "s", ">")
+        elif op < 0.73:
             mine = list(_pending(c, "g"))
             if mine:
                 ids = rnd.sample(mine, rnd.randrange(1, min(3, len(mine)) + 1))
@@ -100,6 +107,7 @@ def test_keyshared_subscriber_keeps_what_it_needs(c, seed):
         assert lag == len(live - set(pending) - acked_g), f"step {step}"
         owners: dict[str, set[str]] = {}
         for entry_id, consumer in pending.items():
-            owners.setdefault(key_of[entry_id], set()).add(consumer)
+            if consumer:  # a NACKed entry is pending at nobody
+                owners.setdefault(key_of[entry_id], set()).add(consumer)
         assert all(len(o) == 1 for o in owners.values()), f"step {step}: a key pending at two consumers"
     assert info_map(c.execute_command("XRETENTION", "GET", "s"))["entries-lost"] == 0
