@@ -85,12 +85,7 @@ def read_claim(
                 if pending.consumer is not None:  # its timeline record was taken: put it back, unchanged
                     group.retime(entry_id, pending, pending.delivery_time)
                 break  # MAXCOUNT/MAXSIZE (Redis 8.10): neither sent nor claimed
-            pending = group.transfer(entry_id, pending, consumer)
-            pending.delivery_count = next_count(before)
-            group.retime(entry_id, pending, now)
-            consumer.active_time = now
-            effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
-            reply.append([format_id(entry_id), fields, idle, before])
+            deliver_claimed(group, consumer, key, group_name, entry_id, pending, fields, idle, before, now, effects, reply)
             if len(reply) == limit:
                 break  # before the generator takes (consumes) the next one
     room = None if limit is None else limit - len(reply)
@@ -118,6 +113,18 @@ def read_claim(
             effects.append([b"XGROUP", b"SETID", key, group_name, wire_ids[-1], b"ENTRIESREAD", b"%d" % group.entries_read])
             reply += [[wire_id, fields, 0, 0] for wire_id, (_entry_id, fields) in zip(wire_ids, new, strict=True)]
     return reply or None
+
+
+def deliver_claimed(group, consumer, key: bytes, group_name: bytes, entry_id: int, pending, fields, idle: int, before: int,
+                    now: int, effects: list, reply: list) -> None:
+    """A CLAIM read takes a pending entry: the reader owns it, delivered now, count + 1; its XCLAIM effect and
+    its reply row [id, fields, idle before, count before] (plain groups here, a KEYSHARED key's other entries too)."""
+    pending = group.transfer(entry_id, pending, consumer)
+    pending.delivery_count = next_count(before)
+    group.retime(entry_id, pending, now)
+    consumer.active_time = now
+    effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
+    reply.append([format_id(entry_id), fields, idle, before])
 
 
 def _claim_bytes(idle: int, count: int) -> int:

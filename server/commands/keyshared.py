@@ -693,7 +693,7 @@ def claim_read_rest(stream: Stream, group, consumer, group_name: bytes, room: in
     each claimed hash moves to the caller too (in the reply as claims: [id, fields, idle, count before];
     COUNT/MAXCOUNT may be exceeded, as XAUTOCLAIM's), then new entries by read_new's rules with what
     COUNT leaves ([id, fields, 0, 0])."""
-    from storage.claim import next_count
+    from .claim import deliver_claimed
 
     state = group.keyshared
     pel = group.pel
@@ -707,13 +707,7 @@ def claim_read_rest(stream: Stream, group, consumer, group_name: bytes, room: in
             effects.append([b"XACK", key, group_name, format_id(entry_id)])
             continue
         idle = now - pending.delivery_time if pending.consumer is not None else -1
-        before = pending.delivery_count
-        pending = group.transfer(entry_id, pending, consumer)
-        pending.delivery_count = next_count(before)
-        group.retime(entry_id, pending, now)
-        consumer.active_time = now
-        effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
-        reply.append([format_id(entry_id), fields, idle, before])
+        deliver_claimed(group, consumer, key, group_name, entry_id, pending, fields, idle, pending.delivery_count, now, effects, reply)
     if room is None or room > 0:
         from .claim import _claim_bytes
 
