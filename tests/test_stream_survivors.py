@@ -491,15 +491,18 @@ def same_layout(s: Stream, model: ModelStream) -> bool:
     ]
 
 
+@pytest.mark.parametrize("one_ms", [False, True])
 @pytest.mark.parametrize("how", ["add", "add_id", "append"])
-def test_counts_crossing_listpack_integer_widths(how):
+def test_counts_crossing_listpack_integer_widths(how, one_ms):
     """A node's count and deleted counters grow a byte at 128 and 4096 entries (`_COUNT_STEPS`, the
-    fast path's `count >= 127`, _count_tombstones): the node then fills at Redis's entry."""
+    fast path's `count >= 127`, _count_tombstones), and so does an entry's seq difference to the master
+    ID at 128 and 4096 (all in one millisecond; the fast path's `entry_id - master <= 127`): the node
+    then fills at Redis's entry."""
     model = ModelStream(100_000, 1 << 30)  # (an entry limit: stream-node-max-entries 0 never takes add()'s fast path)
     s = Stream()
-    checkpoints = {1, 126, 127, 128, 129, 4094, 4095, 4096, 4097, 4200}
+    checkpoints = {1, 126, 127, 128, 129, 130, 4094, 4095, 4096, 4097, 4098, 4200}
     for i in range(4200):
-        replay(model, s, how, make_id(1 + i // 3, i % 3), [b"f", b"v"])
+        replay(model, s, how, make_id(1, i) if one_ms else make_id(1 + i // 3, i % 3), [b"f", b"v"])
         if i + 1 in checkpoints:
             assert same_layout(s, model), i
     victims = model.live()[5:140]
