@@ -60,7 +60,7 @@ def workload(c, seed: int) -> None:
     c.execute_command("XRETENTION", "SET", "jobs", "CONSUMPTION", "MIN-LEN", 6, "MAX-LEN", 40)
     c.execute_command("XCFGSET", "jobs", "IDMP-MAXSIZE", 5)
     c.execute_command("XGROUP", "CREATE", "ks", "g", "$", "MKSTREAM", "KEYSHARED", "k")
-    c.execute_command("XGROUP", "SETCONFIG", "ks", "g", "SUBSCRIBER", "AUTO")
+    c.execute_command("XGROUP", "SETCONFIG", "ks", "g", "SUBSCRIBER", "AUTO", "SESSION-TIMEOUT", 3_600_000, "LOOKAHEAD", 500)
     c.execute_command("XRETENTION", "SET", "ks", "CONSUMPTION", "MAX-LEN", 30)
     members = ["A", "B"]
     for name in members:
@@ -130,6 +130,7 @@ def test_every_feature_together_on_a_replica_after_a_rewrite_and_from_the_snapsh
         ks = before[(0, b"ks")]
         keyshared = ks[2][0][5]["keyshared"]
         assert keyshared["deferred"] and keyshared["pending"] and len(keyshared["members"]) >= 2
+        assert (keyshared["session-timeout"], keyshared["lookahead"]) == (3_600_000, 500)
         assert any(len(g) > 5 and g[5].get("nacked") for g in before[(0, b"jobs")][2])
         assert before[(0, b"jobs")][3]["producers"] and before[(0, b"jobs")][4]["truncated"] > 0
         caught_up(client, replica.client())
