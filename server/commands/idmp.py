@@ -120,35 +120,45 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
     """
     if not pid:
         raise ReplyError(EMPTY_AUTO_PID if iid is None else EMPTY_PID)
+    fields = argv[field_pos:]
     if iid is None:
-        iid = auto_iid(argv[field_pos:])
+        iid = auto_iid(fields)
     elif not iid:
         raise ReplyError(EMPTY_IID)
     key = argv[1]
     server = ctx.server
     now = server.now
     stream = ctx.db.lookup_type(key, now, Stream)
+    if stream is not None and (idmp := stream.idmp) is not None and not 0 <= idmp.oldest_ms < now - idmp.duration * 1000:
+        # the steady state: nothing can be due to expire (Idmp.expiry_due, inlined)
+        iids = idmp.producers.get(pid)
+        if iids is not None and (entry_id := iids.get(iid)) is not None:
+            idmp.iids_duplicates += 1
+            return format_id(entry_id), []
+        max_entries, max_bytes = server.config.stream_node_limits
+        reply = stream.add(now, fields, max_entries, max_bytes)
+        server.idmp_keys[(ctx.db.id, key)] = stream
+        idmp.record_new(pid, iids, iid, stream.last_id)
+        return reply, [[b"XADD", key, b"IDMP", pid, iid, reply, *fields]]
+    return _xadd_idempotent(ctx, key, stream, pid, iid, fields)
+
+
+def _xadd_idempotent(ctx, key: bytes, stream: Stream | None, pid: bytes, iid: bytes, fields: list[bytes]):
+    """xadd_idempotent's other cases: a new stream, its first iid, or iids that may be due to expire."""
+    server = ctx.server
+    now = server.now
     created = stream is None
     out = []
     if created:
         stream = Stream()
     elif (idmp := stream.idmp) is not None:
-        if 0 <= idmp.oldest_ms < now - idmp.duration * 1000 and not ctx.loading:
-            before = now - idmp.duration * 1000
-            if idmp.expire(before):
-                out.append(expire_effect(key, before))
-        iids = idmp.producers.get(pid)
-        if iids is not None and (entry_id := iids.get(iid)) is not None:
+        before = idmp.expiry_due(now)
+        if before is not None and not ctx.loading and idmp.expire(before):
+            out.append(expire_effect(key, before))
+        entry_id = idmp.lookup(pid, iid)
+        if entry_id is not None:
             idmp.iids_duplicates += 1
             return format_id(entry_id), out
-        if not out:  # the steady state
-            fields = argv[field_pos:]
-            max_entries, max_bytes = server.config.stream_node_limits
-            reply = stream.add(now, fields, max_entries, max_bytes)
-            server.idmp_keys[(ctx.db.id, key)] = stream
-            idmp.record_new(pid, iids, iid, stream.last_id)
-            return reply, [[b"XADD", key, b"IDMP", pid, iid, reply, *fields]]
-    fields = argv[field_pos:]
     max_entries, max_bytes = server.config.stream_node_limits
     reply = stream.add(now, fields, max_entries, max_bytes)
     if created:
