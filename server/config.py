@@ -455,9 +455,9 @@ class Config:
 
     def get(self, pattern: str) -> dict[str, str]:
         """CONFIG GET: every parameter whose name matches the glob."""
-        pattern = pattern.lower()
-        if pattern in PARAMS:
-            return {pattern: self.format(pattern)}
+        name = pattern.lower()  # the exact lookup ignores case; the glob keeps the pattern as given,
+        if name in PARAMS:  # where NOCASE still compares an escaped byte in a set exactly (`[\\M]` is not `m`)
+            return {name: self.format(name)}
         if not is_glob(pattern):  # Redis: no glob character, an exact name or nothing
             return {}
         match = compile_pattern(pattern.encode("utf-8", "surrogateescape"), nocase=True)  # Redis's stringmatch, nocase
