@@ -747,3 +747,15 @@ def test_sealed_nodes_at_the_edges_of_the_table_and_fixint():
         node.packed = _pack(node, ids, rows)
         assert node.packed == msgpack.packb((deltas, seqs, rows)), (ids[0], ids[-1], len(ids))
         assert _unpack(node) == (ids, rows)
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_ms_differences_crossing_integer_widths(how):
+    """The fast path's millisecond difference to the master ID (`0 <= ms_diff <= 127`, then the 13-bit and
+    wider sizes), at each width's edge: an entry 128 ms after its node's first took one byte too few."""
+    for gap in (1, 126, 127, 128, 129, 4095, 4096, 4097, 32767, 32768, 1 << 23, 1 << 31, 1 << 40):
+        model, s = ModelStream(100, 1 << 20), Stream()
+        for ms in (1000, 1000, 1000 + gap, 1000 + gap, 1000 + 2 * gap):
+            entry_id = s.last_id + 1 if s.last_id >> 64 == ms else make_id(ms, 0)
+            replay(model, s, how, entry_id, [b"f", b"v"])
+        assert same_layout(s, model), gap
