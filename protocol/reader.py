@@ -167,6 +167,10 @@ class _HeaderCheck:
         """Check the headers in data[pos:]; the offset just after the command, -1 if it goes on."""
         end = len(data)
         while pos < end and (self.args != 0 or self.skip):
+            if self.args and not self.skip and not self.line:
+                pos = self._bulks(data, pos, end)
+                if pos >= end or not self.args:
+                    continue
             if self.skip:
                 step = min(self.skip, end - pos)
                 self.skip -= step
@@ -202,6 +206,47 @@ class _HeaderCheck:
             self.args -= 1
             self.skip = int(header[1:]) + 2
         return pos if self.args == 0 and not self.skip else -1
+
+
+    def _bulks(self, data: bytes, pos: int, end: int) -> int:
+        """Pass over the whole, valid `$n\r\n<n bytes>\r\n` elements at data[pos:] (at most `args`):
+        the offset after them. A run of same-length elements goes in one regex match (`_same_bulks`):
+        a request of a million short arguments is walked at C speed. Whatever this stops at (a header
+        Redis refuses, an element cut by the read) is left to `feed`'s loop, which reads it as before."""
+        args = self.args
+        max_bulk = min(self.max_bulk, UNAUTH_MAX_BULK) if self.unauthenticated else self.max_bulk
+        header = _bulk_header
+        while args:
+            match = header(data, pos)
+            if match is None:
+                break
+            n = int(match[1])
+            after = match.end() + n + 2
+            if n > max_bulk or after > end:
+                break
+            args -= 1
+            if n < _SAME_BULKS_MAX and args:
+                run = _same_bulks(n).match(data, after, end)
+                unit = after - pos
+                same = min((run.end() - after) // unit, args)
+                after += same * unit
+                args -= same
+            pos = after
+        self.args = args
+        return pos
+
+
+_bulk_header = re.compile(rb"\$(0|[1-9][0-9]{0,17})\r\n").match
+_SAME_BULKS_MAX = 256
+_SAME_BULKS: dict[int, re.Pattern] = {}
+
+
+def _same_bulks(n: int) -> re.Pattern:
+    """A run of whole elements of n bytes each (a possessive repeat: no backtracking state)."""
+    pattern = _SAME_BULKS.get(n)
+    if pattern is None:
+        pattern = _SAME_BULKS[n] = re.compile(rb"(?:\$%d\r\n.{%d}\r\n)*+" % (n, n), re.DOTALL)
+    return pattern
 
 
 def _canonical(digits: bytes) -> bool:

@@ -29,7 +29,7 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import and_, rshift, sub
 
 import msgpack
@@ -105,6 +105,10 @@ _ROWS_MAX = 1024
 # last one is cheaper than hashing a tuple of fresh bytes, and producers repeat theirs.
 _LAST_ROW: tuple = (None, None)
 _ROWS_MAX_TOTAL = 256
+# Entries of more items than this never go in _ROWS (only hundreds of empty strings could stay
+# under _ROWS_MAX_TOTAL), so a wide entry is never copied into a tuple and hashed for a look-up.
+_ROWS_MAX_ITEMS = 2 * _ROWS_MAX_TOTAL
+_WIDE = 64  # items from which sizes are summed in passes over the whole list (`_strs_size`)
 
 
 def _str_size_cached(text: bytes) -> int:
@@ -115,6 +119,20 @@ def _str_size_cached(text: bytes) -> int:
             if len(_STR_SIZES) >= 2048:
                 _STR_SIZES.clear()
             _STR_SIZES[text] = size
+    return size
+
+
+def _strs_size(items: list[bytes]) -> int:
+    """Sum of _str_size over items, for wide entries: C-level passes over lengths and digits instead
+    of a call per item (XADD's million-field entry). Every string under 64 bytes takes 2 bytes more
+    than its length, unless it is stored as an integer: the digit pass picks the candidates (a superset:
+    `--5`, `007`), which _str_size then sizes alone."""
+    lengths = list(map(len, items))
+    if not lengths or max(lengths) >= 64:
+        return sum(map(_str_size, items))
+    size = sum(lengths) + 2 * len(lengths)
+    for item in compress(items, map(bytes.isdigit, map(bytes.lstrip, items, repeat(b"-")))):  # integer candidates
+        size += _str_size(item) - len(item) - 2
     return size
 
 
@@ -371,7 +389,7 @@ class Stream:
         global _LAST_ROW
         last_flat, known = _LAST_ROW
         if flat != last_flat:
-            known = _ROWS.get(tuple(flat))
+            known = _ROWS.get(tuple(flat)) if len(flat) <= _ROWS_MAX_ITEMS else None
             if known is not None:
                 _LAST_ROW = (flat.copy(), known)
         if known is not None and (nodes := self.nodes):
@@ -431,7 +449,7 @@ class Stream:
 
     def _new_node(self, entry_id: int, names: tuple[bytes, ...]) -> Node:
         """The node entry_id opens, last in the stream."""
-        if len(self._fields) < 64:  # share the usual field sets; never grow without bound
+        if len(self._fields) < 64 and len(names) <= _ROWS_MAX_ITEMS:  # share the usual field sets; never grow without bound
             names = self._fields.setdefault(names, names)
         node = Node(entry_id, names)
         self.nodes.append(node)
@@ -464,8 +482,11 @@ class Stream:
         if node is None:
             node = self._new_node(entry_id, names)
             size = 13 + _int_size(nfields)  # header, end, count=1, deleted=0, the 0 terminator
-            for name in names:
-                size += _str_size_cached(name)
+            if nfields > _WIDE:
+                size += _strs_size(names)
+            else:
+                for name in names:
+                    size += _str_size_cached(name)
             same = True
         else:
             if node.ids is None:
@@ -481,10 +502,13 @@ class Stream:
         if same:
             row = flat[1::2]
             cost = 2 + _int_size(nfields + 3)  # flags, lp-count
-            for value in row:
-                cost += sizes.get(value) or _str_size_cached(value)
+            if nfields > _WIDE:
+                cost += _strs_size(row)
+            else:
+                for value in row:
+                    cost += sizes.get(value) or _str_size_cached(value)
             size += cost
-            if total <= _ROWS_MAX_TOTAL:
+            if total <= _ROWS_MAX_TOTAL and nfields <= _ROWS_MAX_TOTAL:
                 key = tuple(flat)
                 known = _ROWS.get(key)
                 if known is not None:
@@ -500,8 +524,11 @@ class Stream:
         else:
             row = [None, *flat]
             size += 2  # flags
-            for item in flat:
-                size += sizes.get(item) or _str_size_cached(item)
+            if nfields > _WIDE:
+                size += _strs_size(flat)
+            else:
+                for item in flat:
+                    size += sizes.get(item) or _str_size_cached(item)
             size += _int_size(nfields) + _int_size(2 * nfields + 4)
         node.lp_bytes = size
         node.count += 1
