@@ -4,10 +4,7 @@
   reads every reply; meanwhile client B sends a PING every 10 ms and waits for each. Figures: B's
   worst and median PING latency, the server's peak RSS during the run, and how long A took.
   (The issue: Millrace delayed the PING 30-35 s with a 5.7 GB peak; Redis 3-6.5 s, 2.6 GB.)
-- large argument: one SET of a 64 MB value (the issue's 512 MB scaled down): peak RSS growth over
-  the argument (target <= 1.3), and the worst PING latency of another client meanwhile.
-- wide XADD: one XADD with 1,000,000 field-value pairs: time to the reply (target <= 4x Redis) and
-  peak RSS growth (target <= 2x Redis).
+(The big-argument rows, a 64 MB SET and a 1,000,000-field XADD, are the `bigargs` suite.)
 
 RSS is sampled every 20 ms from /proc (a peak between samples can be missed), and the machine is
 shared: the figures are noisy, compare them within one run.
@@ -136,55 +133,10 @@ def _xrange_reply(server) -> bytes:
         return data
 
 
-def large_argument(env: Env, servers: dict) -> list[Row]:
-    size = env.pick(64, 16) << 20
-    growth = Row(SUITE, f"SET of {size >> 20} MB: peak RSS growth / argument", "x", target=Target("max", 1.3))
-    stall = Row(SUITE, f"PING max delay during the {size >> 20} MB SET", "ms")
-    value = b"v" * size
-    for kind, server in servers.items():
-        server.flushall()
-        sampler, pinger = Sampler(server, 0.005), Pinger(server.port, 0.002)
-        time.sleep(0.1)
-        with socket.create_connection(("127.0.0.1", server.port), timeout=120) as sock:
-            sock.sendall(pack("SET", "big", value))
-            assert sock.recv(16) == b"+OK\r\n"
-        time.sleep(0.1)
-        latencies = pinger.stop()
-        top = sampler.stop()
-        setattr(growth, kind, (top - sampler.start) / size)
-        setattr(stall, kind, max(latencies) * 1000)
-        server.flushall()
-    return [growth, stall]
-
-
-def wide_xadd(env: Env, servers: dict) -> list[Row]:
-    fields = env.pick(1_000_000, 100_000)
-    took = Row(SUITE, f"XADD with {fields} fields", "s", target=Target("ratio_max", 4.0))
-    growth = Row(SUITE, f"peak RSS growth during the {fields}-field XADD", "MB", target=Target("ratio_max", 2.0))
-    args = ["XADD", "wide", "*"]
-    for i in range(fields):
-        args += [f"f{i}", f"v{i}"]
-    request = pack(*args)
-    for kind, server in servers.items():
-        server.flushall()
-        sampler = Sampler(server, 0.005)
-        with socket.create_connection(("127.0.0.1", server.port), timeout=600) as sock:
-            start = time.perf_counter()
-            sock.sendall(request)
-            reply = sock.recv(64)
-            elapsed = time.perf_counter() - start
-        assert reply.startswith(b"$"), reply
-        top = sampler.stop()
-        setattr(took, kind, elapsed)
-        setattr(growth, kind, (top - sampler.start) / 1e6)
-        server.flushall()
-    return [took, growth]
-
-
 def run(env: Env) -> list[Row]:
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
         servers = {kind: stack.enter_context(env.server(kind)) for kind in env.kinds("redis", "millrace")}
-        for part in (fairness, large_argument, wide_xadd):
+        for part in (fairness,):
             rows += part(env, servers)
     return rows
