@@ -45,7 +45,7 @@ are statistics (like INFO stats): not persisted, not replicated.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
 NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
 RANGE_SIZE = 65535  # hashes are 1..65535 (0 is Pulsar's "not set")
@@ -114,13 +114,6 @@ def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
     return NONE_KEY
 
 
-def _filled(slots, value: int, count: int):
-    """count copies of value, of the same type as slots (bytearray or array)."""
-    if isinstance(slots, bytearray):
-        return bytes((value,)) * count
-    return array("H", (value,)) * count
-
-
 class HashRing:
     """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
 
@@ -174,13 +167,22 @@ class HashRing:
         if table is None:
             names = list(dict.fromkeys(self.selected)) or [None]
             index = {name: i for i, name in enumerate(names)}
-            slots = bytearray(RANGE_SIZE + 1) if len(names) < 256 else array("H", bytes(2 * (RANGE_SIZE + 1)))
-            if self.points:
-                start = 0
-                for point, owner in zip(self.points, self.selected, strict=True):
-                    slots[start : point + 1] = _filled(slots, index[owner], point + 1 - start)
-                    start = point + 1
-                slots[start:] = _filled(slots, index[self.selected[0]], RANGE_SIZE + 1 - start)
+            points = self.points
+            if not points:
+                slots = bytearray(RANGE_SIZE + 1) if len(names) < 256 else array("H", bytes(2 * (RANGE_SIZE + 1)))
+            else:
+                # One run per point (the hashes up to it, from the previous point's next), then the wrap-around
+                # run to the first point's owner: the bytes of every run joined at once, a run being its
+                # owner's index (one byte, or a native 16-bit item past 255 members) repeated.
+                lengths = [points[0] + 1, *map(int.__sub__, points[1:], points), RANGE_SIZE - points[-1]]
+                owners = [*map(index.__getitem__, self.selected), index[self.selected[0]]]
+                unit = [bytes((i,)) for i in range(len(names))] if len(names) < 256 else [array("H", (i,)).tobytes() for i in range(len(names))]
+                raw = b"".join(map(bytes.__mul__, map(unit.__getitem__, owners), lengths))
+                if len(names) < 256:
+                    slots = bytearray(raw)
+                else:
+                    slots = array("H")
+                    slots.frombytes(raw)
             table = self._table = (slots, names)
         return table
 
@@ -262,11 +264,29 @@ class KeyShared:
         return True
 
     def _requeue(self) -> None:
-        """Rebuild the per-consumer index of the deferred set after the ring moved."""
-        select = self.ring.select
+        """Rebuild the per-consumer index of the deferred set after the ring moved.
+
+        In bulk, as every member's first read joins with thousands deferred: select() once per distinct
+        hash (a stream has far fewer keys than entries), then a stable sort by owner keeps each queue in
+        ID order."""
+        deferred = self.deferred
         queues: dict[bytes | None, list[int]] = {}
-        for entry_id in sorted(self.deferred):
-            queues.setdefault(select(self.deferred[entry_id]), []).append(entry_id)
+        if deferred:
+            select = self.ring.select
+            owner_of = {h: select(h) for h in set(deferred.values())}
+            names = list(dict.fromkeys(owner_of.values()))
+            index = {name: i for i, name in enumerate(names)}
+            slot_of = {h: index[owner] for h, owner in owner_of.items()}
+            ids = sorted(deferred)
+            owners = list(map(slot_of.__getitem__, map(deferred.__getitem__, ids)))
+            order = sorted(range(len(ids)), key=owners.__getitem__)
+            ids = list(map(ids.__getitem__, order))
+            owners = list(map(owners.__getitem__, order))
+            start = 0
+            while start < len(owners):
+                end = bisect_right(owners, owners[start], start)
+                queues[names[owners[start]]] = ids[start:end]
+                start = end
         self.queues = queues
 
     # -- the PEL index (the group's hooks call these) --------------------------------

@@ -363,12 +363,7 @@ def _take_queue_fast(stream: Stream, state: KeyShared, name: bytes, queue: list[
         return False
     nodes, keys = stream.nodes, stream.keys
     fields = None
-    last = None
-    for meta in map(_first, cached):
-        if meta is last:  # the entries one scan deferred from one node share their (node, packed) tuple
-            continue
-        last = meta
-        node, packed = meta
+    for node, packed in dict.fromkeys(map(_first, cached)):  # each node once (a node hashes by identity)
         if packed is None or node.packed is not packed or nodes[bisect_right(keys, node.master_id) - 1] is not node:
             return False
         if fields is None:
