@@ -220,7 +220,7 @@ class KeyShared:
 
     __slots__ = (
         "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
-        "deferred", "queues", "blocked", "rows",
+        "deferred", "queues", "blocked", "rows", "row_nodes",
     )  # fmt: skip
 
     def __init__(self, field: bytes, session_timeout: int = 0, lookahead: int = 0) -> None:
@@ -234,7 +234,10 @@ class KeyShared:
         self.deferred: dict[int, int] = {}
         self.queues: dict[bytes | None, list[int]] = {}
         self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
-        self.rows: dict[int, tuple] = {}  # deferred ID -> (node, its packed bytes, row) when deferred: a cache, not state
+        # A cache, not state: deferred ID -> its node row, and -> (node, the node's packed bytes) when deferred.
+        # Two dicts rather than one of (meta, row) pairs: no tuple per deferred entry for the collector to track.
+        self.rows: dict[int, list] = {}
+        self.row_nodes: dict[int, tuple] = {}
 
     # -- configuration -------------------------------------------------------------
 
@@ -360,6 +363,7 @@ class KeyShared:
             if hash_value is None:
                 continue
             self.rows.pop(entry_id, None)
+            self.row_nodes.pop(entry_id, None)
             if requeue:
                 touched.add(select(hash_value))
         for owner in touched:
@@ -371,6 +375,7 @@ class KeyShared:
         ids = sorted(self.deferred)
         self.deferred.clear()
         self.rows.clear()
+        self.row_nodes.clear()
         self.queues = {}
         return ids
 

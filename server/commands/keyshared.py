@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from itertools import repeat
-from operator import itemgetter
 
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
@@ -354,16 +352,17 @@ def _take_queue_fast(stream: Stream, state: KeyShared, name: bytes, queue: list[
     drains) and the rows kept at deferral are all valid (their sealed nodes unchanged and still in the
     stream, checked once per node). False (nothing done) otherwise: read_new's loop decides."""
     take = queue[:limit]
-    deferred, rows = state.deferred, state.rows
+    deferred, rows, row_nodes = state.deferred, state.rows, state.row_nodes
     hs = list(map(deferred.__getitem__, take))
     if any(map(state.hash_pending.__contains__, hs)):
         return False
     cached = list(map(rows.get, take))
     if None in cached:
         return False
+    metas = list(map(row_nodes.__getitem__, take))  # kept with the row, always
     nodes, keys = stream.nodes, stream.keys
     fields = None
-    for node, packed in dict.fromkeys(map(_first, cached)):  # each node once (a node hashes by identity)
+    for node, packed in dict.fromkeys(metas):  # each node once (a node hashes by identity)
         if packed is None or node.packed is not packed or nodes[bisect_right(keys, node.master_id) - 1] is not node:
             return False
         if fields is None:
@@ -371,19 +370,17 @@ def _take_queue_fast(stream: Stream, state: KeyShared, name: bytes, queue: list[
         elif node.fields != fields:
             fields = ()
     if fields:
-        found = expand_rows(fields, list(map(_second, cached)))
+        found = expand_rows(fields, cached)
     else:
-        found = [_expand(node.fields, row) for (node, _packed), row in cached]
+        found = [_expand(node.fields, row) for (node, _packed), row in zip(metas, cached, strict=True)]
     delivered += take
     bodies += found
     hashes += hs
     del queue[: len(take)]
     deque(map(deferred.__delitem__, take), 0)
-    deque(map(rows.pop, take, repeat(None)), 0)
+    deque(map(rows.__delitem__, take), 0)
+    deque(map(row_nodes.__delitem__, take), 0)
     return True
-
-
-_first, _second = itemgetter(0), itemgetter(1)
 
 
 def _scan_fast_applies(state: KeyShared, group) -> bool:
@@ -402,14 +399,15 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     me = names.index(name)
     hash_get = _hash_cache.get
     hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
-    deferred, rows, queues = state.deferred, state.rows, state.queues
+    deferred, rows, row_nodes, queues = state.deferred, state.rows, state.row_nodes, state.queues
     appenders: dict = {}
     scanned: list[int] = []
     newly: list[int] = []
 
     def defer_run(run_ids, run_hashes, run_owners, run_rows, node, packed) -> None:
         deferred.update(zip(run_ids, run_hashes, strict=True))
-        rows.update(zip(run_ids, zip(repeat((node, packed)), run_rows), strict=False))
+        rows.update(zip(run_ids, run_rows, strict=True))
+        row_nodes.update(dict.fromkeys(run_ids, (node, packed)))
         for slot, entry_id in zip(run_owners, run_ids, strict=True):
             append = appenders.get(slot)
             if append is None:
@@ -506,7 +504,7 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
     bodies: list[list[bytes]] = []
     hashes: list[int] = []
     held: set[int] = set()  # hashes passed over in this read: their later entries wait too (order)
-    deferred, rows = state.deferred, state.rows
+    deferred, rows, row_nodes = state.deferred, state.rows, state.row_nodes
     hash_pending, hash_owner = state.hash_pending, state.hash_owner
     blocked = state.blocked
     gone: list[int] = []
@@ -530,9 +528,9 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
                 kept.append(entry_id)
                 continue
             fields = None
-            cached = rows.get(entry_id)
-            if cached is not None:  # the row kept at deferral, while its sealed node is unchanged and still there
-                (node, packed), row = cached
+            row = rows.get(entry_id)
+            if row is not None:  # the row kept at deferral, while its sealed node is unchanged and still there
+                node, packed = row_nodes[entry_id]
                 if packed is not None and node.packed is packed and nodes[bisect_right(keys, entry_id) - 1] is node:
                     fields = _expand(node.fields, row)
             if fields is None:
@@ -602,7 +600,8 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
                 owned.append(entry_id)
             else:
                 insort(owned, entry_id)
-            rows[entry_id] = ((node, node.packed), row)
+            rows[entry_id] = row
+            row_nodes[entry_id] = (node, node.packed)
             newly.append(entry_id)
             scanned.append(entry_id)
     if newly:
@@ -613,7 +612,7 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         if scanned:
             effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
         return None
-    if any(a > b for a, b in zip(delivered, delivered[1:], strict=False)):
+    if len(delivered) > 1 and delivered != sorted(delivered):  # the queue's entries, then newer ones: rarely out of order
         order = sorted(range(len(delivered)), key=delivered.__getitem__)
         delivered = [delivered[i] for i in order]
         bodies = [bodies[i] for i in order]
@@ -629,7 +628,7 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
     effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
     if scanned:
         effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
-    return Entries([wire, fields] for wire, fields in zip(wire_ids, bodies, strict=True))
+    return Entries(map(list, zip(wire_ids, bodies, strict=True)))
 
 
 # -- claims: a hash moves as a whole ------------------------------------------------------
