@@ -9,7 +9,7 @@ FSYNC  ?= everysec
 
 .PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo fuzz
 
-install: $(VENV)/.installed                # the server and its four libraries
+install: $(VENV)/.installed                # the server and its five libraries
 install-spark: $(VENV)/.installed-spark    # + PySpark, pyarrow, pandas (the pipeline)
 install-dev: $(VENV)/.installed-dev        # + Spark and the test tools, the Redis 8.2.3 oracle among them
 
