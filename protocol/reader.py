@@ -249,6 +249,20 @@ def _same_bulks(n: int) -> re.Pattern:
     return pattern
 
 
+# A read's requests are checked to be arrays of bulk strings by joining them (C speed, a copy no
+# bigger than the read); a request carried over more than this many bytes is checked without one
+# (a 64 MB SET would otherwise be copied whole once more, 3x its size at the peak).
+_JOIN_MAX = 1 << 20
+
+
+def _bulk_strings(commands: list, first: int) -> None:
+    """Raise TypeError unless commands[first:] hold bytes only, the first (carried) without copying it:
+    bytes.__len__ refuses anything else (ints, nulls, nested arrays) at C speed."""
+    sum(map(bytes.__len__, commands[first]))
+    if len(commands) > first + 1:
+        b"".join(chain.from_iterable(commands[first + 1 :]))
+
+
 def _canonical(digits: bytes) -> bool:
     """A length as Redis's string2ll accepts it here: decimal, no sign, no leading zero."""
     return digits.isdigit() and (digits[:1] != b"0" or digits == b"0")
@@ -622,7 +636,9 @@ class RequestReader:
             # Requests are arrays of bulk strings only: one C-level join checks
             # every argument of the batch (it raises on ints, nulls and arrays).
             try:
-                if len(commands) == first + 1:
+                if self._carry > _JOIN_MAX or self._carry < 0:  # the first may be huge: no copy of it
+                    _bulk_strings(commands, first)
+                elif len(commands) == first + 1:
                     b"".join(commands[first])
                 else:
                     b"".join(chain.from_iterable(commands[first:] if first else commands))
@@ -681,7 +697,10 @@ class RequestReader:
         """Go on after the last complete command, once those before are known to be arrays of bulk strings."""
         if len(commands) > first:
             try:
-                b"".join(chain.from_iterable(commands[first:]))
+                if self._carry > _JOIN_MAX or self._carry < 0:
+                    _bulk_strings(commands, first)
+                else:
+                    b"".join(chain.from_iterable(commands[first:]))
             except TypeError:
                 return self._reject(data, pos, commands, first, skipped, start, begun)
             resume = self._set_start(data, start, commands, begun)

@@ -204,3 +204,37 @@ def test_wide_xadd_refused_like_redis_when_odd(tmp_path):
         assert client.exists("w") == 0
     finally:
         server.stop()
+
+
+def read_big(data: bytes, cuts: list[int]):
+    reader = RequestReader()
+    out = []
+    edges = [0, *cuts, len(data)]
+    for begin, end in zip(edges, edges[1:], strict=False):
+        commands, error = reader.feed(data[begin:end])
+        out.append(([[len(arg) if type(arg) is bytes else arg for arg in argv] for argv in commands], error))
+        if error is not None:
+            break
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_big_carried_request_checked_as_by_a_join(seed, monkeypatch):
+    """A request carried over more than 1 MB is checked for bulk strings without a copy
+    (`_bulk_strings`): the same commands and errors as with the join, whatever follows it."""
+    rnd = random.Random(seed)
+    big = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1200000\r\n" + b"x" * 1_200_000 + b"\r\n"
+    tails = [b"", b"*1\r\n$4\r\nPING\r\n", b"*2\r\n:1\r\n$1\r\nx\r\n", b"*2\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n", b"PING\r\n", b"*1\r\n$-1\r\n"]
+    for _ in range(6):
+        data = big + rnd.choice(tails) + rnd.choice(tails)
+        cuts = sorted(rnd.sample(range(1, len(data)), 3))
+        fast = read_big(data, cuts)
+        with monkeypatch.context() as patch:
+            patch.setattr(reader_module, "_JOIN_MAX", 1 << 40)
+            joined = read_big(data, cuts)
+        assert fast == joined
+        assert fast[-1][0] or fast[-2][0]  # the SET came through
+    assert reader_module._bulk_strings([[b"a"], [b"b"]], 0) is None
+    for bad in ([[1]], [[b"a", None]], [[[b"a"]]], [[b"a"], [b"b", 2]]):
+        with pytest.raises(TypeError):
+            reader_module._bulk_strings(bad, 0)
