@@ -759,3 +759,37 @@ def test_ms_differences_crossing_integer_widths(how):
             entry_id = s.last_id + 1 if s.last_id >> 64 == ms else make_id(ms, 0)
             replay(model, s, how, entry_id, [b"f", b"v"])
         assert same_layout(s, model), gap
+
+
+def empty_a_node(s: Stream, model: ModelStream, how: str, ids: list[int], victim: int) -> None:
+    """Entries ids, then victim (the last of its node) deleted and MINID at it: that node keeps tombstones
+    only (its last ID is not below MINID, so it does not go whole; its live entries all are)."""
+    for entry_id in ids:
+        replay(model, s, how, entry_id, [b"f", b"v"])
+    s.delete([victim])
+    model.delete(victim)
+    s.trim(minid=victim)
+    model.trim(None, victim, False, 0)
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_a_sealed_node_left_empty_by_an_exact_trim(how):
+    """_pack's empty case (`pack(([], [], rows))` -> pack(None): every later read of the node broke)."""
+    s, model = Stream(), ModelStream(3, 4096)
+    empty_a_node(s, model, how, [make_id(1, i) for i in range(4)], make_id(1, 2))
+    assert len(s) == 1 and s.nodes[0].count == 0 and s.nodes[0].packed is not None
+    assert same_layout(s, model)
+    assert s.range(0, (1 << 128) - 1) == [(make_id(1, 3), [b"f", b"v"])] and s.first_id == make_id(1, 3)
+    loaded = Stream.load(msgpack.unpackb(msgpack.packb(s.dump()), raw=False))
+    assert loaded.range(0, (1 << 128) - 1) == s.range(0, (1 << 128) - 1) and loaded.dump() == s.dump()
+
+
+@pytest.mark.parametrize("how", ["add", "add_id", "append"])
+def test_first_entry_into_an_emptied_open_node(how):
+    """add()'s fast path into an open node that holds only tombstones (`first_id = entry_id` -> None)."""
+    s, model = Stream(), ModelStream(100, 4096)
+    empty_a_node(s, model, how, [make_id(1, i) for i in range(3)], make_id(1, 2))
+    assert len(s) == 0 and len(s.nodes) == 1 and s.first_id == 0
+    replay(model, s, how, make_id(1, 3), [b"f", b"v"])
+    assert s.first_id == make_id(1, 3) and len(s) == 1 and same_layout(s, model)
+    assert s.range(0, (1 << 128) - 1) == [(make_id(1, 3), [b"f", b"v"])]
