@@ -85,7 +85,7 @@ def lp_element_size(text: bytes) -> int:
 
 def interesting_texts(rng: random.Random) -> list[bytes]:
     edges = [0, 1, 127, 128, 4095, 4096, 32767, 32768, 8388607, 8388608, 2147483647, 2147483648, (1 << 63) - 1, 1 << 63]
-    out = [b"", b"-", b"-0", b"00", b"01", b"+1", b" 1", b"1 ", b"0", b"9" * 20, b"9" * 21, b"-" + b"9" * 19, b"1.5", b"1e3"]
+    out = [b"", b"-", b"-0", b"-00", b"-01", b"-012", b"00", b"01", b"+1", b" 1", b"1 ", b"0", b"9" * 20, b"9" * 21, b"-" + b"9" * 19, b"1.5", b"1e3"]
     for edge in edges:
         for value in (edge - 1, edge, edge + 1):
             out += [b"%d" % value, b"%d" % -value]
