@@ -70,11 +70,6 @@ def _xack(key: bytes, group: bytes, entry_ids: list[int]) -> list[bytes]:
     return [b"XACK", key, group, *map(format_id, entry_ids)]
 
 
-def _delete(stream: Stream, entry_ids: list[int]) -> set[int]:
-    """Delete the live entries among entry_ids as XDEL does; the IDs removed."""
-    return set(delete_entries(stream, entry_ids, trimming=False)) if entry_ids else set()
-
-
 def _codes(entry_ids: list[int], removed: set[int], kept: set[int], acked: list[bool] | None) -> list[int]:
     """Per requested ID: 2 kept for its references, 1 deleted (or acknowledged: XACKDEL), -1 otherwise.
 
@@ -105,10 +100,10 @@ def _apply(stream: Stream, key: bytes, policy: bytes, candidates: list[int], eff
     elif policy == DELREF:
         for name, gone in drop_references(stream, candidates).items():
             effects.append(_xack(key, name, gone))
-    removed = _delete(stream, candidates)
+    removed = delete_entries(stream, candidates, trimming=False) if candidates else []  # in request order, each once
     if removed:
-        effects.append([b"XDEL", key, *(format_id(entry_id) for entry_id in dict.fromkeys(candidates) if entry_id in removed)])
-    return removed, kept
+        effects.append([b"XDEL", key, *map(format_id, removed)])
+    return set(removed), kept
 
 
 @command(
