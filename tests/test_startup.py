@@ -13,9 +13,11 @@ import socket
 import threading
 import time
 
+import redis
+
 from server.client import LoadingClient
 from server.main import build_server, serve
-from tests.servers import free_port
+from tests.servers import free_port, start_millrace
 
 
 def test_clients_wait_for_the_loaded_data_and_are_not_refused(tmp_path):
@@ -61,3 +63,15 @@ def test_clients_wait_for_the_loaded_data_and_are_not_refused(tmp_path):
     for thread in threads:
         thread.join(10)
     assert replies == {"after bind": b":1\r\n", "while loading": b":1\r\n"}
+
+
+def test_redis_wildcards_bind_every_address():
+    """`bind * ::*` (Redis's wildcards for every IPv4 and every IPv6 address) serves loopback on both."""
+    server = start_millrace("--bind", "* ::*")
+    try:
+        with server.client() as client:
+            assert client.config_get("bind") == {"bind": "* ::*"}
+        with redis.Redis(host="::1", port=server.port) as client:
+            assert client.ping()
+    finally:
+        server.stop()
