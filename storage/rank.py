@@ -175,14 +175,7 @@ class LiveRank:
         node = self.slot_nodes[slot]
         if node is None or not node.count:
             return before
-        return before + _live_upto_in_node(node, entry_id)
-
-
-def _live_upto_in_node(node, entry_id: int) -> int:
-    from .stream import _decoded  # the node's IDs, through the stream's cache of unpacked nodes
-
-    ids, _rows = _decoded(node)
-    return bisect_right(ids, entry_id)
+        return before + bisect_right(stream.node_ids(node), entry_id)
 
 
 def stream_rank(stream) -> LiveRank:

@@ -163,15 +163,9 @@ def _entry_at(stream, index: int) -> int:
     """The ID of the live entry at index (0 = oldest) from the head."""
     for node in stream.nodes:
         if index < node.count:
-            return _node_ids(stream, node)[index]
+            return stream.node_ids(node)[index]
         index -= node.count
     raise IndexError(index)
-
-
-def _node_ids(stream, node) -> list[int]:
-    from .stream import _decoded
-
-    return _decoded(node)[0]
 
 
 def count_below(stream, cut: int, cap: int = MAX_ID) -> tuple[int, int]:
@@ -183,9 +177,9 @@ def count_below(stream, cut: int, cap: int = MAX_ID) -> tuple[int, int]:
         if node.last_id < cut:
             n = node.count
         else:
-            n = bisect_left(_node_ids(stream, node), cut)
+            n = bisect_left(stream.node_ids(node), cut)
         if counted + n > cap:
-            return cap, _node_ids(stream, node)[cap - counted]
+            return cap, stream.node_ids(node)[cap - counted]
         counted += n
         if n < node.count:
             break
@@ -289,7 +283,7 @@ def _bytes_cut(stream, meter: ByteMeter, limit: int, keep_until_reached: bool, e
 
 
 def _first_live(stream, i: int) -> int:
-    return _node_ids(stream, stream.nodes[i])[0]
+    return stream.node_ids(stream.nodes[i])[0]
 
 
 def limit_cut(stream, retention: Retention, limit: tuple[bytes, int], now_ms: int, is_min: bool, extra_bytes: int = 0) -> int:
@@ -337,7 +331,7 @@ def whole_nodes(stream, cut: int) -> int:
     i = bisect_right(stream.keys, cut) - 1
     if i < 0:
         return cut
-    ids = _node_ids(stream, stream.nodes[i])
+    ids = stream.node_ids(stream.nodes[i])
     if ids and ids[0] < cut <= ids[-1]:
         return ids[0]
     return cut
@@ -359,7 +353,7 @@ def plan(stream, retention: Retention, now_ms: int, cap: int = RUN_MAX_ENTRIES, 
         # (What the usual write to a stream under a steady consumer finds: O(1).)
         return None
     holder, slb = head_holder(stream, retention)
-    if max_idle and (slb is None and minimum is None or slb is not None and slb <= _node_ids(stream, stream.nodes[0])[-1]):
+    if max_idle and (slb is None and minimum is None or slb is not None and slb <= stream.node_ids(stream.nodes[0])[-1]):
         return None  # the subscribers hold the first node (or, without them and MIN, nothing goes)
     if slb is not None:
         cut = slb
