@@ -355,7 +355,7 @@ class KeyShared:
 
     def undefer(self, entry_ids, requeue: bool = True) -> None:
         """Entries leave the deferred set; requeue=False when the caller rebuilds their queue itself."""
-        touched = set()
+        touched: dict[bytes | None, list[int]] = {}
         deferred = self.deferred
         select = self.ring.select
         for entry_id in entry_ids:
@@ -365,11 +365,20 @@ class KeyShared:
             self.rows.pop(entry_id, None)
             self.row_nodes.pop(entry_id, None)
             if requeue:
-                touched.add(select(hash_value))
-        for owner in touched:
+                touched.setdefault(select(hash_value), []).append(entry_id)
+        for owner, gone in touched.items():
             queue = self.queues.get(owner)
-            if queue is not None:
+            if queue is None:
+                continue
+            if len(gone) > 16:
                 self.queues[owner] = [i for i in queue if i in deferred]
+                continue
+            # A few IDs (track() undefers one per replayed delivery): found by bisection, the queue
+            # being in ID order, rather than a rebuild of the whole queue per entry.
+            for entry_id in gone:
+                i = bisect_left(queue, entry_id)
+                if i < len(queue) and queue[i] == entry_id:
+                    del queue[i]
 
     def clear_deferred(self) -> list[int]:
         ids = sorted(self.deferred)
