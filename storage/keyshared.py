@@ -334,10 +334,6 @@ class KeyShared:
         select = self.ring.select
         return {h: owner for h, owner in self.hash_owner.items() if select(h) != owner}
 
-    def pending_of_hash(self, hash_value: int) -> list[int]:
-        """The pending IDs of one hash, in order (a scan of the index: claims are rare)."""
-        return sorted(i for i, h in self.pel_hash.items() if h == hash_value)
-
     # -- the deferred set --------------------------------------------------------------
 
     def defer(self, entry_id: int, hash_value: int, owner: bytes | None = None) -> None:
