@@ -310,3 +310,24 @@ def test_unauthenticated_replies_piling_up_over_many_reads_close_the_client(serv
         finally:
             sock.close()
         assert closed, proc.name
+
+
+def test_over_limit_boundaries_and_soft_clock_as_redis():
+    """checkClientOutputBufferLimits: at the hard limit exactly is over it (used_mem >= hard); the
+    soft limit likewise, closing only once over it for more than its seconds, and a look under it
+    restarts that clock."""
+    from types import SimpleNamespace
+
+    from server.output_limits import over_limit
+
+    state = SimpleNamespace(obuf_soft_since=0.0)
+    assert not over_limit((1000, 0, 0), 999, state)
+    assert over_limit((1000, 0, 0), 1000, state)
+    assert not over_limit((0, 0, 0), 10**12, state)  # 0 turns a limit off
+    limits = (0, 500, 2)
+    assert not over_limit(limits, 499, state, now=100.0) and state.obuf_soft_since == 0.0
+    assert not over_limit(limits, 500, state, now=100.0) and state.obuf_soft_since == 100.0
+    assert not over_limit(limits, 600, state, now=102.0)  # not yet more than its seconds
+    assert over_limit(limits, 600, state, now=102.5)
+    assert not over_limit(limits, 10, state, now=103.0) and state.obuf_soft_since == 0.0
+    assert not over_limit(limits, 600, state, now=104.0) and state.obuf_soft_since == 104.0
