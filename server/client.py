@@ -149,13 +149,10 @@ class Client(asyncio.Protocol):
             server.replication.drop(self)
         self.transport = None
 
-    def pause_writing(self) -> None:
-        """The client reads slower than we answer. Its requests are still read and run, as Redis
-        reads them: a client that writes a whole pipeline before it reads a reply would wait for
-        us as we waited for it. client-output-buffer-limit bounds what piles up."""
-
-    def resume_writing(self) -> None:
-        pass
+    # pause_writing / resume_writing are asyncio.Protocol's no-ops: a client that reads slower than
+    # we answer still has its requests read and run, as Redis reads them (a client that writes a
+    # whole pipeline before it reads a reply would wait for us as we waited for it).
+    # client-output-buffer-limit bounds what piles up.
 
     def data_received(self, data: bytes) -> None:
         server = self.server
