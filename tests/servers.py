@@ -131,3 +131,16 @@ def start_redis(*args: str, version: str = ORACLE_VERSION) -> ServerProcess:
     port = free_port()
     argv = [path, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir, *args]
     return ServerProcess(argv, port, workdir, "redis")
+
+
+def millrace_and_redis(version: str = ORACLE_VERSION):
+    """A module fixture's body (`yield from`): Millrace and redis-server `version`, both stopped after."""
+    require_redis(version)
+    procs = []
+    try:
+        procs.append(start_millrace())
+        procs.append(start_redis(version=version))
+        yield procs
+    finally:
+        for proc in procs:
+            proc.stop()

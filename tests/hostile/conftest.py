@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
+from tests.servers import DEBIAN_VERSION, millrace_and_redis
 
 
 @pytest.fixture(scope="module")
 def servers():
-    require_redis(DEBIAN_VERSION)
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis(version=DEBIAN_VERSION))
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
+    yield from millrace_and_redis(DEBIAN_VERSION)

@@ -15,22 +15,14 @@ import time
 import pytest
 import redis
 
-from tests.servers import require_redis, start_millrace, start_redis
+from tests.servers import millrace_and_redis
 
 OOM = "command not allowed when used memory > 'maxmemory'."  # redis-py drops the "OOM " code
 
 
 @pytest.fixture(scope="module")
 def servers():
-    require_redis()
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis())
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
+    yield from millrace_and_redis()
 
 
 def _pipeline_until_oom(proc, count: int, margin: int) -> tuple[int, list[str]]:

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.rawclient import encode_command
-from tests.servers import ServerProcess, free_port, redis_server_path, require_redis, start_millrace, start_redis
+from tests.servers import ServerProcess, free_port, millrace_and_redis, redis_server_path, require_redis
 
 CLASSES_DEFAULT = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
 CLOSING = "scheduled to be closed ASAP for overcoming of output buffer limits."
@@ -25,15 +25,7 @@ CLOSING = "scheduled to be closed ASAP for overcoming of output buffer limits."
 
 @pytest.fixture(scope="module")
 def servers():
-    require_redis()
-    procs = []
-    try:
-        procs.append(start_millrace())
-        procs.append(start_redis())
-        yield procs
-    finally:
-        for proc in procs:
-            proc.stop()
+    yield from millrace_and_redis()
 
 
 @pytest.fixture(autouse=True)
