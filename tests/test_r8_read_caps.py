@@ -96,11 +96,11 @@ def test_errors(c, options, error):
     assert c.execute_command("XREAD", "COUNT", 2, "MAXCOUNT", 2, "STREAMS", "s", 0) is None  # equal is fine
 
 
-def expected_read(c, keys: list[str], count: int, maxcount: int, maxsize: int):
-    """Brute force: each stream's own read, cut where the total count or the measured bytes would pass the caps."""
+def expected_read(c, keys: list[str], count: int, maxcount: int, maxsize: int, start=lambda key: 0):
+    """Brute force: each stream's own read (from `start(key)`), cut where the total count or the measured bytes would pass the caps."""
     served, taken, used = [], 0, 0
     for key in keys:
-        reply = c.execute_command("XREAD", *(["COUNT", count] if count else []), "STREAMS", key, 0)
+        reply = c.execute_command("XREAD", *(["COUNT", count] if count else []), "STREAMS", key, start(key))
         if not reply:
             continue
         entries = reply[0][1]
@@ -200,27 +200,11 @@ def test_xreadgroup_claim_counts_towards_the_caps(c):
 
 def expected_group_read(c, keys: list[str], count: int, maxcount: int, maxsize: int):
     """Brute force for `>`: each stream's entries after the group's cursor, cut as the caps cut them."""
-    served, taken, used = [], 0, 0
-    for key in keys:
-        last = dict(zip(*[iter(c.execute_command("XINFO", "GROUPS", key)[0])] * 2, strict=True))[b"last-delivered-id"]
-        reply = c.execute_command("XREAD", *(["COUNT", count] if count else []), "STREAMS", key, last)
-        if not reply:
-            continue
-        entries = reply[0][1]
-        kept = []
-        for entry in entries:
-            if maxcount and taken == maxcount:
-                break
-            if maxsize and used + size([[key.encode(), [*kept, entry]]]) > maxsize and taken:
-                break
-            kept.append(entry)
-            taken += 1
-        if kept:
-            used += size([[key.encode(), kept]])
-            served.append([key.encode(), kept])
-        if len(kept) < len(entries) or (maxcount and taken == maxcount):
-            break
-    return served or None
+
+    def cursor(key: str) -> bytes:
+        return dict(zip(*[iter(c.execute_command("XINFO", "GROUPS", key)[0])] * 2, strict=True))[b"last-delivered-id"]
+
+    return expected_read(c, keys, count, maxcount, maxsize, start=cursor)
 
 
 @pytest.mark.parametrize("seed", range(6))
