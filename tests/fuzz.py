@@ -44,8 +44,8 @@ BASE = [
 ]
 
 
-def mutated(rng: random.Random, requests: int) -> list[bytes]:
-    data = bytearray(b"".join(rng.choice(BASE) for _ in range(requests)))
+def mutate(rng: random.Random, data: bytearray) -> None:
+    """One to three bytes of RESP's alphabet flipped, inserted or deleted, in place."""
     for _ in range(rng.randint(1, 3)):
         at = rng.randrange(len(data) + 1)
         roll = rng.random()
@@ -55,6 +55,11 @@ def mutated(rng: random.Random, requests: int) -> list[bytes]:
             data[at:at] = bytes([rng.choice(ALPHABET)])
         elif at < len(data):
             del data[at]
+
+
+def mutated(rng: random.Random, requests: int) -> list[bytes]:
+    data = bytearray(b"".join(rng.choice(BASE) for _ in range(requests)))
+    mutate(rng, data)
     cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.randint(0, 3))))
     return [bytes(data[a:b]) for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
 

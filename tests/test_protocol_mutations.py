@@ -12,6 +12,7 @@ import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from tests.fuzz import mutate, pack
 from tests.rawclient import error_stats
 from tests.test_protocol_server import probe
 
@@ -19,25 +20,12 @@ CASES = 240
 SEED = 20261122
 
 
-def pack(*args: bytes) -> bytes:
-    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(arg), arg) for arg in args)
-
-
 BASE = [pack(b"PING"), pack(b"ECHO", b"hello"), pack(b"ECHO", b""), pack(b"EXISTS", b"nokey"), b"PING\r\n"]
-ALPHABET = b"\r\n*$+-:~>|%_,#(=!0123456789 a\x00"
 
 
 def mutated(rng: random.Random) -> list[bytes]:
     data = bytearray(b"".join(rng.choice(BASE) for _ in range(rng.randint(1, 4))))
-    for _ in range(rng.randint(1, 3)):
-        at = rng.randrange(len(data) + 1)
-        roll = rng.random()
-        if roll < 0.4 and at < len(data):
-            data[at] = rng.choice(ALPHABET)
-        elif roll < 0.7:
-            data[at:at] = bytes([rng.choice(ALPHABET)])
-        elif at < len(data):
-            del data[at]
+    mutate(rng, data)
     data = bytes(data)
     if rng.random() < 0.5 and len(data) > 1:
         cut = rng.randrange(1, len(data))
