@@ -21,12 +21,12 @@ import logging
 import re
 import time
 
-from .config import INT_MAX, ConfigError, parse_memory
+from .config import INT_MAX, PARAMS, ConfigError, parse_memory
 
 log = logging.getLogger("millrace")
 
 CLASSES = ("normal", "slave", "pubsub")
-DEFAULT = "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+DEFAULT = PARAMS["client-output-buffer-limit"].default  # declared once, in config.py
 _NAMES = {"normal": "normal", "slave": "slave", "replica": "slave", "pubsub": "pubsub"}  # getClientTypeByName; master refused
 _SECONDS = re.compile(r"|[\t\n\v\f\r ]*[+-]?[0-9]+")  # strtoll over the whole word (nothing at all is 0)
 REPLY_CHUNK_BYTES = 16 * 1024  # PROTO_REPLY_CHUNK_BYTES: the reply buffer every client has before its reply list
