@@ -149,3 +149,30 @@ def test_the_lookup_table_answers_as_select(members):
     ring.remove(b"m0")  # a change rebuilds it
     slots, names = ring.table()
     assert b"m0" not in names and all(names[slots[h]] == ring.select(h) for h in range(1, 65536, 7))
+
+
+def test_held_back_and_its_oldest_from_every_members_queue() -> None:
+    """held_back/first_held_back (lag, oldest-undelivered-ms) over deferred entries queued at several members:
+    the oldest is the least of all queues' heads, and dead ones below the stream's first entry do not count."""
+    from types import SimpleNamespace
+
+    from storage.keyshared import KeyShared, first_held_back, held_back
+    from storage.stream import Stream
+
+    stream = Stream()
+    for ms in range(1, 11):
+        stream.add(ms, [b"f", b"v"])
+    state = KeyShared(b"k")
+    state.join(b"A")
+    state.join(b"B")
+    a_hash = next(h for h in range(1, 65536) if state.ring.select(h) == b"A")
+    b_hash = next(h for h in range(1, 65536) if state.ring.select(h) == b"B")
+    for ms, h in ((7, a_hash), (3, b_hash), (9, b_hash), (5, a_hash)):
+        state.defer(ms << 64, h)
+    assert state.queues[b"A"] == [5 << 64, 7 << 64] and state.queues[b"B"] == [3 << 64, 9 << 64]
+    group = SimpleNamespace(keyshared=state)
+    assert (held_back(group, stream), first_held_back(group, stream)) == (4, 3 << 64)
+    stream.delete([1 << 64, 2 << 64, 3 << 64, 4 << 64])  # the stream now starts at 5-0: 3-0 stays deferred, dead
+    assert (held_back(group, stream), first_held_back(group, stream)) == (3, 5 << 64)
+    state.undefer([5 << 64])
+    assert (held_back(group, stream), first_held_back(group, stream)) == (2, 7 << 64)
