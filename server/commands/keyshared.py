@@ -27,7 +27,7 @@ from collections import deque
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map
 from storage.claim import next_count
-from storage.keyshared import NONE_KEY, HashRing, KeyShared, _hash_cache, first_held_back, held_back, sticky_hash
+from storage.keyshared import NONE_KEY, POINTS, HashRing, KeyShared, _hash_cache, first_held_back, held_back, sticky_hash
 from storage.lag import register_held_back
 from storage.stream import Stream, _expand, expand_rows
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
@@ -794,7 +794,7 @@ def xinfo_keyshared(ctx, argv):
         )
     return Map({
         b"field": state.field, b"session-timeout": state.session_timeout, b"lookahead": state.lookahead_limit(),
-        b"points": 100, b"members": len(state.ring.members), b"deferred": len(state.deferred), b"pending-hashes": len(state.hash_pending),
+        b"points": POINTS, b"members": len(state.ring.members), b"deferred": len(state.deferred), b"pending-hashes": len(state.hash_pending),
         b"draining-hashes": len(draining), b"draining-unacked": sum(state.hash_pending[h] for h in draining),
         b"consumers": consumers,
     })  # fmt: skip
