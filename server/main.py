@@ -320,8 +320,7 @@ def _cron(server: Server) -> None:
         server.serve_ready()
     sample_ops(server, now)
     lag_watch_cron(server, now)
-    maxmemory = server.config["maxmemory"]
-    rss = rss_bytes() if maxmemory or log.isEnabledFor(VERBOSE) else 0
+    rss = rss_bytes() if log.isEnabledFor(VERBOSE) else 0  # only the verbose periodic log shows it
     server.memory_meter.cron(now)  # maxmemory: the data's memory (no eviction: Redis's noeviction answer)
     _periodic_log(server, now, rss)
     output_limits.cron(server)
