@@ -33,6 +33,7 @@ pytestmark = pytest.mark.skipif(SENTINEL is None and os.environ.get("CI") != "tr
 
 class Sentinels:
     def __init__(self, tmp_path, primary_port: int, count: int = 3) -> None:
+        self.directory = tmp_path
         self.ports = [free_port() for _ in range(count)]
         self.procs = []
         for index, port in enumerate(self.ports):
@@ -54,6 +55,22 @@ class Sentinels:
 
     def replicas_known(self, count: int) -> bool:
         return all(len(redis.Redis(port=port).sentinel_slaves("mymaster")) == count for port in self.ports)
+
+    def events(self) -> str:
+        """Each sentinel's notable events, for a failure message: why it did not act (e.g. +tilt)."""
+        wanted = ("tilt", "convert-to-slave", "sdown", "switch-master", "failover", "promoted")
+        lines = []
+        for index in range(len(self.procs)):
+            log = self.directory / f"sentinel{index}" / "sentinel.log"
+            lines += [f"sentinel{index}: {line}" for line in log.read_text(errors="replace").splitlines() if any(w in line for w in wanted)]
+        return "\n".join(lines[-60:])
+
+    def wait_for(self, predicate, timeout: float) -> None:
+        """wait_for, with the sentinels' events in the failure message."""
+        try:
+            wait_for(predicate, timeout=timeout)
+        except AssertionError:
+            raise AssertionError(f"timed out after {timeout} s; sentinel events:\n{self.events()}") from None
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -131,11 +148,13 @@ def test_sentinel_fails_over_and_nothing_confirmed_is_lost(tmp_path):
         assert port != old_port and port in servers
         new_primary = servers[port]
         other = two if new_primary is one else one
-        wait_for(lambda: info(other.client()).get("master_port") == port, timeout=30)
+        # A sentinel starved of CPU for over 2 s enters TILT and takes no action for 30 s, so on a
+        # loaded machine a step can take 30 s longer than usual; the waits allow for one TILT.
+        sentinels.wait_for(lambda: info(other.client()).get("master_port") == port, timeout=60)
         # the old primary comes back and Sentinel makes it a replica of the new one
         restarted = start(tmp_path, "primary", port=old_port)
         servers[old_port] = restarted
-        wait_for(lambda: info(restarted.client()).get("master_port") == port, timeout=40)
+        sentinels.wait_for(lambda: info(restarted.client()).get("master_port") == port, timeout=90)
         say(f"the old primary, restarted, is now a replica of :{port}")
         p = new_primary.client()
         present = {entry_id for entry_id, _ in p.xrange("events")}
