@@ -78,8 +78,21 @@ def test_table(pattern, subject, expected):
     assert stringmatch(pattern, subject) is expected
 
 
-def reference_match(pattern: bytes, subject: bytes) -> bool:
-    """Redis's stringmatchlen walked byte by byte (recursive on '*'), the model to compare with."""
+def _same(b: int) -> int:
+    return b
+
+
+def _lower(b: int) -> int:
+    return b + 32 if 65 <= b <= 90 else b
+
+
+def reference_match(pattern: bytes, subject: bytes, nocase: bool = False) -> bool:
+    """Redis's stringmatchlen walked byte by byte (recursive on '*'), the model to compare with.
+
+    With nocase, tolower() on both sides of every comparison, as stringmatchlen(..., nocase=1)
+    does: a range's bounds are ordered first and lowered after; an escaped byte in a set
+    compares exactly."""
+    low = _lower if nocase else _same
 
     def match(p: int, s: int) -> bool:
         n, m = len(pattern), len(subject)
@@ -110,10 +123,10 @@ def reference_match(pattern: bytes, subject: bytes) -> bool:
                         break
                     elif n - p >= 3 and pattern[p + 1] == 45:
                         lo, hi = sorted((pattern[p], pattern[p + 2]))
-                        hit |= lo <= subject[s] <= hi
+                        hit |= low(lo) <= low(subject[s]) <= low(hi)
                         p += 2
                     else:
-                        hit |= pattern[p] == subject[s]
+                        hit |= low(pattern[p]) == low(subject[s])
                     p += 1
                 if hit == negate:
                     return False
@@ -122,7 +135,7 @@ def reference_match(pattern: bytes, subject: bytes) -> bool:
                 if c == 92 and n - p >= 2:
                     p += 1
                     c = pattern[p]
-                if c != subject[s]:
+                if low(c) != low(subject[s]):
                     return False
                 s += 1
             p += 1

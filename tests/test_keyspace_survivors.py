@@ -302,64 +302,7 @@ def test_scan_continues_after_another_iteration_finished_or_a_flush():
 
 
 def reference_nocase(pattern: bytes, subject: bytes) -> bool:
-    """stringmatchlen(..., nocase=1) byte by byte: tolower() on both sides of every comparison; a
-    range's bounds are ordered first and lowered after; an escaped byte in a set compares exactly."""
-
-    def low(b: int) -> int:
-        return b + 32 if 65 <= b <= 90 else b
-
-    def match(p: int, s: int) -> bool:
-        n, m = len(pattern), len(subject)
-        while p < n and s < m:
-            c = pattern[p]
-            if c == 42:  # '*'
-                while p + 1 < n and pattern[p + 1] == 42:
-                    p += 1
-                if p + 1 == n:
-                    return True
-                return any(match(p + 1, start) for start in range(s, m))
-            if c == 63:  # '?'
-                s += 1
-            elif c == 91:  # '['
-                p += 1
-                negate = p < n and pattern[p] == 94
-                if negate:
-                    p += 1
-                hit = False
-                while True:
-                    if p < n and pattern[p] == 92 and n - p >= 2:
-                        p += 1
-                        hit |= pattern[p] == subject[s]
-                    elif p < n and pattern[p] == 93:
-                        break
-                    elif p >= n:
-                        p -= 1
-                        break
-                    elif n - p >= 3 and pattern[p + 1] == 45:
-                        lo, hi = sorted((pattern[p], pattern[p + 2]))
-                        hit |= low(lo) <= low(subject[s]) <= low(hi)
-                        p += 2
-                    else:
-                        hit |= low(pattern[p]) == low(subject[s])
-                    p += 1
-                if hit == negate:
-                    return False
-                s += 1
-            else:
-                if c == 92 and n - p >= 2:
-                    p += 1
-                    c = pattern[p]
-                if low(c) != low(subject[s]):
-                    return False
-                s += 1
-            p += 1
-            if s == m:
-                while p < n and pattern[p] == 42:
-                    p += 1
-                break
-        return p >= n and s == m
-
-    return match(0, 0)
+    return reference_match(pattern, subject, nocase=True)
 
 
 def random_pattern(rng: random.Random) -> bytes:
