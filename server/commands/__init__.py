@@ -23,4 +23,5 @@ from . import (  # noqa: F401
     streams,
     strings,
     transactions,
+    xcount,
 )
