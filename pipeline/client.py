@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import redis
 
 from pipeline.options import Connection
-from pipeline.stream_ids import exclusive_start, format_id, parse_id
+from pipeline.stream_ids import MAX_ID, exclusive_start, format_id, parse_id
 
 
 class SourceError(RuntimeError):
@@ -115,6 +115,21 @@ def group_lag(client: redis.Redis, key: str, group: str) -> int | None:
         return None
     fields = reply[0] if isinstance(reply[0], dict) else dict(zip(reply[0][0::2], reply[0][1::2], strict=True))
     return int(fields[b"lag"] if b"lag" in fields else fields["lag"])
+
+
+def live_after(client: redis.Redis, key: str, after: int) -> int | None:
+    """Live entries with an ID after `after`, from Millrace's XCOUNT (issue 23); None from a server without it (Redis).
+
+    Deleted and trimmed entries are not counted, unlike entries-added minus a reader's entries-read.
+    """
+    if after >= MAX_ID:
+        return 0
+    try:
+        return int(client.execute_command("XCOUNT", key, exclusive_start(after), "+"))
+    except redis.ResponseError as exc:
+        if str(exc).lower().startswith("unknown command"):
+            return None
+        raise
 
 
 def scan_range(client: redis.Redis, key: str, after: int, upto: int, count: int) -> Iterator[list]:

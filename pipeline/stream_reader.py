@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.arrow_batches import plan_for
 from pipeline.batch_reader import read_range, start_after
-from pipeline.client import SourceError, StreamInfo, connect, group_lag, nth_id_after, ping, stream_info
+from pipeline.client import SourceError, StreamInfo, connect, group_lag, live_after, nth_id_after, ping, stream_info
 from pipeline.options import SourceOptions
 from pipeline.partitioning import Span, plan, share_out
 from pipeline.stream_ids import format_id, parse_id
@@ -78,6 +78,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offset | None = None
         self._last_end: Offset | None = None
         self._infos: dict[str, StreamInfo] = {}
+        self._has_xcount: bool | None = None  # None until the server was asked (Redis has no XCOUNT)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -198,26 +199,41 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> Offset | None:
         """The tail of each stream and the query's lag behind it (shown in the query progress).
 
-        `lag` is entries-added minus the query's entries-read (-1 when unknown),
-        which counts deleted entries too. With option `group` on a server that
-        has XGROUPLAG (Millrace), `group_lag` adds the exact count: live entries
-        after the group's position, the last committed batch (one batch behind
-        `lag`'s position, see the module's docstring).
+        `lag` counts the live entries after the last planned batch's end: on a
+        server with XCOUNT (Millrace) exactly, `XCOUNT key (end-id +`; on one
+        without (Redis) it is entries-added minus the query's entries-read,
+        which counts deleted and trimmed entries too (-1 when unknown). -1
+        before the first batch is planned. With option `group` on a server
+        that has XGROUPLAG (Millrace), `group_lag` adds the group's exact lag:
+        live entries after the last committed batch (one batch behind `lag`'s
+        position, see the module's docstring).
         """
         if not self._infos:
             return None
         report = {}
         for key, info in self._infos.items():
-            read = (self._last_end or {}).get(key, {}).get("entries_read", -1)
+            position = (self._last_end or {}).get(key)
             report[key] = {
                 "id": format_id(info.last_generated_id),
                 "entries_added": info.entries_added,
-                "lag": info.entries_added - read if read >= 0 else -1,
+                "lag": self._lag(key, info, position),
             }
             exact = group_lag(self.client(), key, self.options.group) if self.options.group else None
             if exact is not None:
                 report[key]["group_lag"] = exact
         return report
+
+    def _lag(self, key: str, info: StreamInfo, position: dict | None) -> int:
+        """Live entries after `position` (XCOUNT), else entries-added minus its entries-read; -1 when unknown."""
+        if position is None:
+            return -1
+        if self._has_xcount is not False:
+            exact = live_after(self.client(), key, parse_id(position["id"]))
+            self._has_xcount = exact is not None
+            if exact is not None:
+                return exact
+        read = position["entries_read"]
+        return info.entries_added - read if read >= 0 else -1
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         spans = []
