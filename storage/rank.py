@@ -175,7 +175,7 @@ class LiveRank:
         node = self.slot_nodes[slot]
         if node is None or not node.count:
             return before
-        return before + bisect_right(stream.node_ids(node), entry_id)
+        return before + stream.node_rank(node, entry_id)
 
 
 def stream_rank(stream) -> LiveRank:

@@ -277,6 +277,30 @@ def _decoded(node: Node) -> tuple[list[int], list[list]]:
     return cached
 
 
+_MS_SEQS: OrderedDict[Node, tuple[bytes, list[int], list[int]]] = OrderedDict()
+_MS_SEQS_MAX = 64  # two lists of small ints a node: what counting (storage/rank.py) reads
+
+
+def _ms_seqs(node: Node) -> tuple[list[int], list[int]]:
+    """A sealed node's ms parts and seqs, without its rows or 128-bit IDs (building those is most of
+    _unpack's cost); cached while the node's `packed` is the same bytes object (every change replaces it)."""
+    packed = node.packed
+    cached = _MS_SEQS.get(node)
+    if cached is not None and cached[0] is packed:
+        _MS_SEQS.move_to_end(node)
+        return cached[1], cached[2]
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(packed)
+    unpacker.read_array_header()  # (deltas, seqs, rows): stop before the rows
+    deltas, seqs = unpacker.unpack(), unpacker.unpack()
+    ms_parts = list(accumulate(deltas, initial=node.master_id >> 64))
+    del ms_parts[0]
+    _MS_SEQS[node] = (packed, ms_parts, seqs)
+    if len(_MS_SEQS) > _MS_SEQS_MAX:
+        _MS_SEQS.popitem(last=False)
+    return ms_parts, seqs
+
+
 def _expand(fields: tuple[bytes, ...], row: list) -> list[bytes]:
     """A row back to the flat [field, value, ...] list."""
     if row[0] is None:
@@ -629,6 +653,21 @@ class Stream:
     def node_ids(self, node: Node) -> list[int]:
         """The live entry IDs of one of this stream's nodes, oldest first (read only: the node's own list)."""
         return _decoded(node)[0]
+
+    def node_rank(self, node: Node, entry_id: int) -> int:
+        """How many of node's live entries have an ID <= entry_id (storage/rank.py's count inside a node)."""
+        if entry_id >= node.last_id:
+            return node.count
+        ids = node.ids
+        if ids is None:
+            cached = _DECODED.get(node)
+            if cached is None:  # sealed: bisect the ms parts, then the seqs of that ms
+                ms_parts, seqs = _ms_seqs(node)
+                ms = entry_id >> 64
+                lo = bisect_left(ms_parts, ms)
+                return bisect_right(seqs, entry_id & SEQ_MASK, lo, bisect_right(ms_parts, ms, lo))
+            ids = cached[0]
+        return bisect_right(ids, entry_id)
 
     def first_entry(self) -> tuple[int, list[bytes]] | None:
         for node in self.nodes:

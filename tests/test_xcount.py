@@ -23,6 +23,8 @@ from bisect import bisect_left, bisect_right
 import pytest
 import redis
 
+from storage import stream as stream_module
+from storage.stream import Stream
 from tests.test_groups import as_map, raw
 from tests.test_replication import caught_up, replica_of
 from tests.test_replication import start as start_named
@@ -261,6 +263,41 @@ def test_xcount_equals_redis_xrange_count(millrace, oracle, seed):
             assert live == full_ids(oracle)
     finally:
         oracle.config_set("stream-node-max-entries", "100")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_node_rank_is_bisect_over_the_node_ids(seed):
+    """Stream.node_rank (the count inside a node that XCOUNT's rank structure adds to its prefix sums)
+    bisects a sealed node's ms parts and seqs without building its IDs, from a cache keyed by the node's
+    packed bytes: it must equal bisect_right over the node's IDs, also after XDEL and trims repacked it."""
+    rng = random.Random(seed)
+    node_size = rng.choice((1, 3, 10, 100))
+    stream, now, rank = Stream(), 1, 0
+    for step in range(800):
+        op = rng.random()
+        if op < 0.6:
+            now += rng.choice((0, 0, 1, 7))  # several seqs per ms: the seq bisect matters
+            stream.add(now, [b"f", b"v"], node_size, 4096)
+        elif op < 0.85 and len(stream):
+            ids = [i for i, _ in stream.range(0, MAX_ID)]
+            stream.delete(rng.sample(ids, min(len(ids), rng.randint(1, 4))))
+        else:
+            stream.trim(maxlen=rng.randint(0, len(stream) + 2), approx=rng.random() < 0.5)
+        if rng.random() < 0.5:
+            stream_module._DECODED.clear()  # the path that unpacks only ms parts and seqs
+        for node in stream.nodes:
+            ids = stream_module._decoded(node)[0] if rng.random() < 0.2 else list(stream.node_ids(node))
+            probes = [node.master_id - 1, node.master_id, node.last_id, node.last_id - 1, rng.randint(0, MAX_ID)]
+            for entry_id in ids[:3] + ids[-3:] + rng.sample(ids, min(3, len(ids))):
+                ms = entry_id >> 64
+                probes += [entry_id - 1, entry_id, entry_id + 1, (ms << 64) - 1, (ms << 64) | U64]
+            if rng.random() < 0.5:
+                stream_module._DECODED.pop(node, None)
+            for entry_id in probes:
+                if 0 <= entry_id <= MAX_ID:
+                    assert stream.node_rank(node, entry_id) == bisect_right(ids, entry_id), (step, fmt(entry_id))
+                    rank += 1
+    assert rank > 5000
 
 
 # -- errors and edges ------------------------------------------------------------------------
