@@ -19,7 +19,13 @@
   backlog scanned with `WHERE f MATCH *7*` and the default COUNT/TIMEOUT,
   continuing with CURSOR until 0: entries examined per second of wall time,
   and how many calls it took.
-Redis has none of these commands: the rows are Millrace's own figures.
+- XCOUNT over random ID ranges (random bounds, exclusive starts) on a 1M-entry
+  stream with 1% tombstones, one client, round trip and in-server
+  (latencystats) p50/p99; the Redis column is XLEN on the same stream in
+  Redis (an O(1) command: the floor a count can reach), and Millrace's own
+  XLEN is kept beside it in the JSON.
+Redis has none of these commands: except XCOUNT's XLEN reference, the rows
+are Millrace's own figures.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ def run(env: Env) -> list[Row]:
     rows = xadd_rows(env)
     rows += xgrouplag_rows(env)
     rows += xbacklog_rows(env)
+    rows += xcount_rows(env)
     return rows
 
 
@@ -220,3 +227,76 @@ def xbacklog_rows(env: Env) -> list[Row]:
         calls_row.millrace = calls
         rate.note = "one client looping on CURSOR; wall time includes the round trips"
     return [rate, calls_row]
+
+
+# -- XCOUNT on a large stream, XLEN on Redis as the reference -----------------------------------
+
+
+def _timed(conn, requests: list[bytes], samples: int) -> list[float]:
+    """Round-trip seconds of `samples` calls cycling through `requests`, one at a time."""
+    clock = time.perf_counter
+    out = []
+    for index in range(samples):
+        began = clock()
+        conn.send(requests[index % len(requests)])
+        reply = conn.read()
+        out.append(clock() - began)
+        if isinstance(reply, hiredis.ReplyError):
+            raise RuntimeError(f"{requests[index % len(requests)][:40]!r}: {reply}")
+    return out
+
+
+def _inside(server, command: str) -> tuple[float | None, float | None]:
+    """p50 and p99 of a command's own time in the server (INFO latencystats), in µs."""
+    stats = server.info("latencystats").get(f"latency_percentiles_usec_{command}", "")
+    figures = dict(part.split("=") for part in stats.split(",") if "=" in part)
+    return (float(figures["p50"]) if "p50" in figures else None, float(figures["p99"]) if "p99" in figures else None)
+
+
+def xcount_rows(env: Env) -> list[Row]:
+    entries = env.pick(1_000_000, 50_000)
+    tombstones = entries // 100
+    samples = env.pick(5_000, 500)
+    name = f"{_label(entries)} entries, {_label(tombstones)} tombstones"
+    rows = {
+        "p50": Row(SUITE, f"XCOUNT random range round trip p50, {name} (Redis: XLEN)", "us"),
+        "p99": Row(SUITE, f"XCOUNT random range round trip p99, {name} (Redis: XLEN)", "us"),
+        "in50": Row(SUITE, f"XCOUNT in the server p50, {name} (Redis: XLEN)", "us"),
+        "in99": Row(SUITE, f"XCOUNT in the server p99, {name} (Redis: XLEN)", "us"),
+    }
+    key = "bench:lag:count"
+    rng = random.Random(2323)
+    victims = rng.sample(range(1, entries + 1), tombstones)
+    ranges = []
+    for _ in range(1000):
+        a, b = sorted(rng.sample(range(1, entries + 1), 2))
+        ranges.append(pack("XCOUNT", key, f"({a}-1" if rng.random() < 0.5 else f"{a}-1", f"{b}-1"))
+    for kind in ("millrace", "redis"):
+        with env.server(kind) as server:
+            env.log(f"lag: loading {entries} entries and {tombstones} tombstones into {kind} for XCOUNT/XLEN")
+            load_pipelined(server, (pack("XADD", key, f"{i}-1", *FIELDS) for i in range(1, entries + 1)))
+            load_pipelined(server, (pack("XDEL", key, f"{i}-1") for i in victims))
+            with server.connect() as conn:
+                xlen = [pack("XLEN", key)]
+                if kind == "millrace":
+                    first = time.perf_counter()
+                    total = conn.call("XCOUNT", key, "-", "+")
+                    rows["p50"].extra["first_call_ms"] = (time.perf_counter() - first) * 1000  # builds the rank structure
+                    if total != entries - tombstones:
+                        raise RuntimeError(f"XCOUNT - + answered {total}, expected {entries - tombstones}")
+                    conn.call("CONFIG", "RESETSTAT")
+                    counts = _timed(conn, ranges, samples)
+                    own = _timed(conn, xlen, samples)
+                    rows["p50"].millrace, rows["p99"].millrace = percentile(counts, 0.5) * 1e6, percentile(counts, 0.99) * 1e6
+                    rows["p50"].extra["millrace_xlen_us"] = percentile(own, 0.5) * 1e6
+                    rows["p99"].extra["millrace_xlen_us"] = percentile(own, 0.99) * 1e6
+                    rows["in50"].millrace, rows["in99"].millrace = _inside(server, "xcount")
+                    rows["in50"].extra["millrace_xlen_us"], rows["in99"].extra["millrace_xlen_us"] = _inside(server, "xlen")
+                else:
+                    conn.call("CONFIG", "RESETSTAT")
+                    lens = _timed(conn, xlen, samples)
+                    rows["p50"].redis, rows["p99"].redis = percentile(lens, 0.5) * 1e6, percentile(lens, 0.99) * 1e6
+                    rows["in50"].redis, rows["in99"].redis = _inside(server, "xlen")
+    rows["p50"].note = "one client, 1000 random ranges cycled; Redis has no XCOUNT: its XLEN (O(1)) is the reference"
+    rows["in50"].note = "INFO latencystats; the JSON keeps Millrace's own XLEN beside it"
+    return list(rows.values())
