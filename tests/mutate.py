@@ -8,7 +8,7 @@ TESTS. Tests that reach storage/ only through a server process would run each
 mutant in that process too, but mutmut cannot see that they cover it, and the
 Spark tests take minutes each: both stay out. The suite itself is `make test`.
 
-    python -m tests.mutate [--paths storage/stream.py ...] [--workdir DIR] [--max-children N]
+    python -m tests.mutate [--paths storage/stream.py ...] [--workdir DIR] [--max-children N] [--resume]
 """
 
 from __future__ import annotations
@@ -17,15 +17,19 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["storage/", "pipeline/"]
 NOT_MUTATED = ["pipeline/jobs/*"]  # example jobs, run by `make pipeline`
 ALSO_COPY = ["server/", "protocol/", "persistence/"]  # imported by the in-process Server tests
-TESTS = [
+BASE_TESTS = [
     "tests/test_stream_storage.py",
     "tests/test_storage_keyspace.py",
     "tests/test_glob.py",
@@ -38,6 +42,19 @@ TESTS = [
     "tests/test_stream_survivors.py",
     "tests/test_spark_planning_model.py",
 ]
+# The in-process tests written for one module's mutants (they call it directly). A run of
+# --paths selects BASE_TESTS plus those of the paths named; a full run selects them all.
+TESTS: dict[str, list[str]] = {
+    "storage/rank.py": ["tests/test_rank.py", "tests/test_rank_survivors.py"],
+    "storage/lag.py": ["tests/test_lag.py", "tests/test_lag_survivors.py"],
+    "storage/burrow.py": ["tests/test_burrow.py", "tests/test_burrow_model.py"],
+    "storage/refs.py": ["tests/test_r8_refs.py", "tests/test_r8_refs_effects.py"],
+    "storage/retention.py": ["tests/test_retention.py"],
+    "storage/idmp.py": ["tests/test_idmp.py", "tests/test_idmp_effects.py"],
+    "storage/claim.py": ["tests/test_claim_model.py", "tests/test_claim_effects.py"],
+    "storage/keyshared*.py": ["tests/test_keyshared_ring.py", "tests/test_keyshared_model.py", "tests/test_keyshared.py"],
+    "storage/backlog.py": ["tests/test_backlog.py"],
+}
 SKIP = {".git", ".venv", "mutants", "data", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache", "spark-warehouse", "metastore_db"}
 
 
@@ -46,6 +63,15 @@ def copy_tree(workdir: Path) -> None:
     if workdir.exists():
         shutil.rmtree(workdir)
     shutil.copytree(ROOT, workdir, ignore=lambda _dir, names: [n for n in names if n in SKIP])
+
+
+def select_tests(paths: list[str]) -> list[str]:
+    """BASE_TESTS, and the module tests of the paths named (of every module when none is)."""
+    chosen = list(BASE_TESTS)
+    for module, tests in TESTS.items():
+        if not paths or any(fnmatch(module, path) or fnmatch(path, module) for path in paths):
+            chosen += [test for test in tests if test not in chosen]
+    return chosen
 
 
 def write_config(workdir: Path, paths: list[str]) -> None:
@@ -59,12 +85,62 @@ def write_config(workdir: Path, paths: list[str]) -> None:
         f"source_paths ={block(SOURCES)}",
         f"do_not_mutate ={block(NOT_MUTATED)}",
         f"also_copy ={block(ALSO_COPY)}",
-        f"pytest_add_cli_args_test_selection ={block(TESTS)}",
+        f"pytest_add_cli_args_test_selection ={block(select_tests(paths))}",
         f"pytest_add_cli_args ={block(['-p', 'no:cacheprovider', '-q'])}",
+        # CPU-second limit per mutant: (its tests' time + 1 s) x 5 x 2 rather than mutmut's x 15 x 2, so that
+        # a looping mutant does not hold a shared core for minutes (ten times the normal time is still a hang)
+        "timeout_multiplier = 5",
     ]
     if paths:
         lines.append(f"only_mutate ={block(paths)}")
     (workdir / "setup.cfg").write_text("\n".join(lines) + "\n")
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below root (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def watch_mutants(root: int, max_rss_mb: int, max_seconds: float, stop: threading.Event) -> None:
+    """SIGKILL a mutant's test process past max_rss_mb of RSS or max_seconds of wall time.
+
+    mutmut limits a mutant's CPU time only; a mutant that loops growing a list can take
+    gigabytes first, and on a shared machine a slow one waits long for its CPU seconds.
+    A killed mutant counts as killed (a crash or a hang is a failing test), as mutmut's own
+    timeouts do. mutmut names each such process "mutmut: <mutant>" (setproctitle).
+    """
+    seen: dict[int, float] = {}
+    while not stop.wait(1.0):
+        for pid in _descendants(root):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                if not title.startswith(b"mutmut: "):
+                    continue
+                rss_kb = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS:"))
+            except (OSError, StopIteration):
+                continue
+            started = seen.setdefault(pid, time.monotonic())
+            age = time.monotonic() - started
+            if rss_kb > max_rss_mb * 1024 or age > max_seconds:
+                print(f"\nwatchdog: killing {title.decode(errors='replace')} (pid {pid}, {rss_kb // 1024} MB, {age:.0f} s)", flush=True)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        seen = {pid: t for pid, t in seen.items() if Path(f"/proc/{pid}").exists()}
 
 
 def report(workdir: Path) -> int:
@@ -92,11 +168,20 @@ def main() -> int:
     parser.add_argument("--paths", nargs="*", default=[], help="mutate only these files (globs), e.g. storage/stream.py")
     parser.add_argument("--workdir", default=os.environ.get("MUTATE_DIR", "/tmp/millrace-mutate"))
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--resume", action="store_true", help="go on with the mutants left in --workdir (same sources and tests)")
+    parser.add_argument("--max-rss-mb", type=int, default=1536, help="kill a mutant's tests past this RSS")
+    parser.add_argument("--max-seconds", type=float, default=120.0, help="kill a mutant's tests past this wall time")
     args = parser.parse_args()
     workdir = Path(args.workdir).resolve()
-    copy_tree(workdir)
+    if not args.resume:
+        copy_tree(workdir)
     write_config(workdir, args.paths)
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)], cwd=workdir, check=False)
+    run = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)], cwd=workdir)
+    stop = threading.Event()
+    watchdog = threading.Thread(target=watch_mutants, args=(run.pid, args.max_rss_mb, args.max_seconds, stop), daemon=True)
+    watchdog.start()
+    run.wait()
+    stop.set()
     return report(workdir)
 
 
