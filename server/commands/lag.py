@@ -20,7 +20,7 @@ from protocol.errors import SYNTAX, ReplyError, arg_text
 from protocol.reply import Map
 from storage.backlog import Filter, ack_floor, scan
 from storage.consumer_group import INVALID_ENTRIES_READ
-from storage.lag import exact_lag, first_undelivered_id, group_entries_read
+from storage.lag import exact_lag, first_undelivered_id, group_entries_read, held_back
 from storage.stream_id import MAX_ID, format_id, parse_id, parse_strict_id
 
 from ..command import command
@@ -53,6 +53,8 @@ def group_lag_map(ctx, key: bytes, name: bytes, stream, group) -> Map:
     lag = exact_lag(stream, group)
     pending = len(group.pel)
     entries_read = group_entries_read(stream, group)
+    if entries_read != INVALID_ENTRIES_READ:
+        entries_read = max(entries_read - held_back(stream, group), 0)  # as XINFO GROUPS: held back is not read
     undelivered = first_undelivered_id(stream, group)
     oldest_undelivered = max(now - (undelivered >> 64), 0) if undelivered is not None else 0
     first = group.pel[group.pel.first()] if pending else None
