@@ -3,7 +3,7 @@
 A typo such as `startingOffset` must not silently read everything: an unknown
 option is an error naming the closest valid one. Kafka-source options, which a
 Spark user types from habit, get the Millrace equivalent, or a note that there
-is none.
+is none; on a write they are named Kafka sink options.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def check_names(options: dict[str, str], valid: tuple[str, ...], what: str) -> N
             continue
         if key in kafka or key.startswith("kafka."):
             name, hint = kafka.get(key, (key, "connection settings are options 'url' or 'host'/'port'/'password'"))
-            raise OptionError(f"option '{name}' is a Kafka source option; Millrace reads Redis streams: {hint}")
+            side, verb = ("sink", "writes") if what == "write" else ("source", "reads")
+            raise OptionError(f"option '{name}' is a Kafka {side} option; Millrace {verb} Redis streams: {hint}")
         close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
         hint = f"; did you mean '{known[close[0]]}'?" if close else ""
         raise OptionError(f"unknown option '{key}' for a Millrace {what}{hint} (valid: {', '.join(valid)})")

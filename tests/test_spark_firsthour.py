@@ -61,8 +61,10 @@ def test_every_option_the_parser_reads_is_a_valid_name():
 
 
 def test_write_option_names():
-    with pytest.raises(OptionError, match="option 'topic' is a Kafka source option; Millrace reads Redis streams: use option 'stream'"):
+    with pytest.raises(OptionError, match="option 'topic' is a Kafka sink option; Millrace writes Redis streams: use option 'stream'"):
         write_options({"topic": "t"})
+    with pytest.raises(OptionError, match="option 'kafka.bootstrap.servers' is a Kafka sink option; Millrace writes"):
+        write_options({"stream": "t", "kafka.bootstrap.servers": "h:9092"})
     with pytest.raises(OptionError, match="did you mean 'maxlen'"):
         write_options({"stream": "t", "maxlenn": "3"})
     with pytest.raises(OptionError, match="unknown option 'group' for a Millrace write"):
