@@ -15,6 +15,7 @@ from itertools import chain
 
 import hiredis
 
+from .bigarg import BIG_ARG, BigRequest, args_before
 from .errors import ProtocolError, arg_text
 
 INLINE_MAX = 64 * 1024  # PROTO_INLINE_MAX_SIZE
@@ -148,7 +149,7 @@ class _HeaderCheck:
     header is seen the rest is payload and it has nothing more to check.
     """
 
-    __slots__ = ("args", "declared", "skip", "line", "max_bulk", "unauthenticated")
+    __slots__ = ("args", "declared", "skip", "line", "max_bulk", "unauthenticated", "bulk", "kept")
 
     def __init__(self, max_bulk: int, unauthenticated: bool = False) -> None:
         self.args: int | None = None  # arguments still to come; None before '*N'
@@ -157,6 +158,10 @@ class _HeaderCheck:
         self.line = b""  # a header line not yet ended
         self.max_bulk = max_bulk
         self.unauthenticated = unauthenticated
+        self.bulk = 0  # the length of the bulk whose payload `skip` passes over
+        # This command's bytes so far, as read, while they are few (`_KEEP_MAX`): what a bulk of
+        # `BIG_ARG` bytes or more needs to be read outside hiredis (`RequestReader._go_big`).
+        self.kept: list[bytes] | None = None
 
     @property
     def started(self) -> bool:
@@ -196,16 +201,21 @@ class _HeaderCheck:
                 if self.unauthenticated and self.args > UNAUTH_MAX_ARGS:
                     raise ProtocolError("unauthenticated multibulk length")
                 continue
-            if header[:1] != b"$":
-                kind = header[:1] or b"\r"  # an empty line: Redis names its CR
-                raise ProtocolError(f"expected '$', got '{arg_text(kind)}'")
-            if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
-                raise ProtocolError("invalid bulk length")
-            if self.unauthenticated and int(header[1:]) > UNAUTH_MAX_BULK:
-                raise ProtocolError("unauthenticated bulk length")
+            self.bulk = self.bulk_length(header)
             self.args -= 1
-            self.skip = int(header[1:]) + 2
+            self.skip = self.bulk + 2
         return pos if self.args == 0 and not self.skip else -1
+
+    def bulk_length(self, header: bytes) -> int:
+        """The length a bulk header line (CRLF cut) declares, refused as Redis refuses it."""
+        if header[:1] != b"$":
+            kind = header[:1] or b"\r"  # an empty line: Redis names its CR
+            raise ProtocolError(f"expected '$', got '{arg_text(kind)}'")
+        if not _canonical(header[1:]) or int(header[1:]) > self.max_bulk:
+            raise ProtocolError("invalid bulk length")
+        if self.unauthenticated and int(header[1:]) > UNAUTH_MAX_BULK:
+            raise ProtocolError("unauthenticated bulk length")
+        return int(header[1:])
 
 
     def _bulks(self, data: bytes, pos: int, end: int) -> int:
@@ -253,6 +263,9 @@ def _same_bulks(n: int) -> re.Pattern:
 # bigger than the read); a request carried over more than this many bytes is checked without one
 # (a 64 MB SET would otherwise be copied whole once more, 3x its size at the peak).
 _JOIN_MAX = 1 << 20
+# The bytes of an incomplete request kept from one read to the next, beside hiredis's copy, in case
+# a big bulk's header follows (`RequestReader._go_big`): headers and short arguments come first.
+_KEEP_MAX = 64 * 1024
 
 
 def _bulk_strings(commands: list, first: int) -> None:
@@ -329,7 +342,7 @@ class RequestReader:
 
     __slots__ = (
         "_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "_broken",
-        "_big", "_big_parts", "_big_size", "max_bulk_len", "max_query_buffer", "unauthenticated",
+        "_big", "_big_parts", "_big_size", "_direct", "max_bulk_len", "max_query_buffer", "unauthenticated",
     )
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
@@ -345,6 +358,7 @@ class RequestReader:
         self._big: _HeaderCheck | None = None  # a request of 100+ arguments held until it is whole
         self._big_parts: list[bytes] = []
         self._big_size = 0
+        self._direct: BigRequest | None = None  # the rest of a request with a big bulk, read without hiredis
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
@@ -428,6 +442,7 @@ class RequestReader:
                         return commands, ""
                     except ProtocolError as exc:
                         return commands, f"ERR Protocol error: {exc}"
+                    self._go_big()
                     return commands, None
             self._reader = hiredis.Reader()
             commands = []
@@ -435,6 +450,17 @@ class RequestReader:
         if self._held:
             data = self._held + data
             self._held = b""
+        if self._direct is not None:
+            try:
+                end = self._feed_direct(data, commands)
+            except QueryBufferLimit:
+                return commands, ""
+            except ProtocolError as exc:
+                return commands, f"ERR Protocol error: {exc}"
+            if end == len(data):
+                self._clean = self._is_clean()
+                return commands, None
+            data = data[end:]
         if self._big is not None:
             try:
                 end = self._feed_big(data, commands)
@@ -464,11 +490,54 @@ class RequestReader:
             return commands, ""
         except ProtocolError as exc:
             return commands, f"ERR Protocol error: {exc}"
+        self._go_big()
         self._clean = self._is_clean()
         return commands, None
 
     def _is_clean(self) -> bool:
-        return not self._held and not self._inline and self._carry == 0 and self._check is None and self._big is None
+        return (
+            not self._held and not self._inline and self._carry == 0 and self._check is None and self._big is None and self._direct is None
+        )
+
+    def _go_big(self) -> None:
+        """At the end of a read: if it ended inside the payload of a bulk of `BIG_ARG` bytes or more,
+        the rest of that request is read by a `BigRequest` (each argument into one buffer of its size)
+        and hiredis, which holds the request's start, is dropped. The arguments before the bulk come
+        from the bytes `_pending` kept of the request (a request that kept none stays with hiredis)."""
+        check = self._check
+        if check is None or check.kept is None:
+            return
+        if check.skip <= 2 or check.bulk < BIG_ARG or self._broken or self._carry <= 0:
+            if self._carry > _KEEP_MAX:
+                check.kept = None  # past the first read, keep a little only: a big bulk's header comes early
+            return
+        head = b"".join(check.kept)
+        if len(head) != self._carry:
+            check.kept = None
+            return
+        end = len(head) - (check.bulk + 2 - check.skip)  # where the bulk's payload starts
+        try:
+            request = BigRequest(args_before(head, end), check.bulk, check.args, self._carry, check.bulk_length, INLINE_MAX)
+        except MemoryError:  # its size could not be reserved: hiredis goes on, as before
+            check.kept = None
+            return
+        request.feed(head[end:])
+        self._reset()
+        self._direct = request
+
+    def _feed_direct(self, data: bytes, commands: list) -> int:
+        """Go on with the `BigRequest`: bytes of data it takes. client-query-buffer-limit is checked
+        as for any request cut by a read (`_pending`): after its headers, and not once it is whole."""
+        request = self._direct
+        end = request.feed(data)
+        if end >= 0:
+            commands.append(request.argv)
+            self._direct = None
+            return end
+        request.carry += len(data)
+        if request.carry > self.max_query_buffer:
+            raise QueryBufferLimit("query buffer limit reached")
+        return len(data)
 
     def _feed_part(self, data: bytes, commands: list) -> None:
         if self._fresh and (self._inline or data[:1] != b"*"):
@@ -672,13 +741,17 @@ class RequestReader:
         if boundary is not None:
             start = boundary
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
+            self._check.kept = [data[start:] if start else data]
             self._carry = len(data) - start
         elif self._carry >= 0 and self._check is not None:
             start = len(data) if self._check.started else pos  # started: _feed_multibulk checked this read
             self._carry += len(data) - pos
+            if self._check.kept is not None:
+                self._check.kept.append(data[pos:] if pos else data)
         elif self._carry == 0:  # the first bytes of a command, read from a boundary
             start = pos
             self._check = _HeaderCheck(self.max_bulk_len, self.unauthenticated)
+            self._check.kept = [data[pos:] if pos else data]
             self._carry = len(data) - pos
         else:
             return  # its start is unknown: hiredis alone parses it
