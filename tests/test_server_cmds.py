@@ -305,6 +305,20 @@ def test_command_getkeys(server):
     conn.close()
 
 
+def test_every_help_reply_ends_as_redis_8s(server):
+    """Issue 21: Redis 8's "Print this help." closes every HELP reply (7.0 said "Prints"): each
+    command with a HELP subcommand, Millrace's own (XRETENTION) included."""
+    conn = RawConn(server.port)
+    names = set(conn.call("COMMAND", "LIST"))
+    helped = sorted(name.split(b"|")[0] for name in names if name.endswith(b"|help"))
+    assert {b"client", b"config", b"xgroup", b"xinfo", b"latency", b"xretention"} <= set(helped)
+    for name in helped:
+        lines = conn.call(name, "HELP")
+        assert lines[0].startswith(name.upper() + b" <subcommand>"), (name, lines[0])
+        assert lines[-2:] == [b"HELP", b"    Print this help."], (name, lines[-2:])
+    conn.close()
+
+
 # -- DEBUG / FUNCTION / LASTSAVE -------------------------------------------------------
 
 
