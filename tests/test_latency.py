@@ -83,6 +83,19 @@ def test_help_errors_and_config_match_redis(pair):
     assert configs[0] == configs[1]
 
 
+def test_command_docs_arguments_match_redis(pair):
+    """redis-cli's hints come from COMMAND DOCS: each LATENCY subcommand's argument tree is Redis's."""
+    for sub in ("latest", "history", "reset", "graph", "doctor", "histogram"):
+        docs = []
+        for proc in pair:
+            conn = RawConn(proc.port)
+            reply = conn.call("COMMAND", "DOCS", f"latency|{sub}")
+            conn.close()
+            fields = dict(zip(reply[1][0::2], reply[1][1::2], strict=True))
+            docs.append(fields.get(b"arguments"))
+        assert docs[0] == docs[1], sub
+
+
 def test_nothing_recorded(pair):
     fresh(pair, threshold=0)
     assert both(pair, "LATENCY", "LATEST") == [[], []]

@@ -33,17 +33,19 @@ def latency_latest(ctx, argv):
 
 @command("latency|history", 3, _FLAGS, group="server", summary="Returns timestamp-latency samples for an event.", since="2.8.13")
 def latency_history(ctx, argv):
-    """[[unix time, ms], ...] oldest first; an unknown event is an empty array, as Redis."""
+    """LATENCY HISTORY event: [[unix time, ms], ...] oldest first; an unknown event is an empty array, as Redis."""
     return ctx.server.latency.history(argv[2].decode("utf-8", "surrogateescape"))
 
 
 @command("latency|reset", -2, _FLAGS, group="server", summary="Resets the latency data for one or more events.", since="2.8.13")
 def latency_reset(ctx, argv):
+    """LATENCY RESET [event [event ...]]: the number of event series reset."""
     return ctx.server.latency.reset([arg.decode("utf-8", "surrogateescape") for arg in argv[2:]])
 
 
 @command("latency|graph", 3, _FLAGS, group="server", summary="Returns a latency graph for an event.", since="2.8.13")
 def latency_graph(ctx, argv):
+    """LATENCY GRAPH event: an ASCII graph of the event's samples."""
     event = argv[2].decode("utf-8", "surrogateescape")
     series = ctx.server.latency.events.get(event)
     if series is None:
@@ -66,7 +68,7 @@ def _histogram(cmd: Command) -> Map:
 @command("latency|histogram", -2, _FLAGS, group="server",
          summary="Returns the cumulative distribution of latencies of a subset or all commands.", since="7.0.0")
 def latency_histogram(ctx, argv):
-    """{command: {calls, histogram_usec: {µs: cumulative calls}}}: the named commands (a container
+    """LATENCY HISTOGRAM [command [command ...]]: {command: {calls, histogram_usec: {µs: cumulative calls}}}: the named commands (a container
     brings its subcommands; unknown names are skipped), or every command with durations."""
     if len(argv) == 2:
         chosen = [c for cmd in COMMANDS.values() for c in (cmd, *cmd.subcommands.values())]
