@@ -34,3 +34,36 @@ def test_xadd_documents_the_reference_policies(server, oracle_server):
 
     ours = docs(server, 3, "xadd")[b"arguments"]
     assert condition(ours) == condition(docs(oracle_server, 3, "xadd")[b"arguments"]) == [b"KEEPREF", b"DELREF", b"ACKED"]
+
+
+def without_idmp(reply: dict) -> dict:
+    """XADD's docs with the IDMP options and their history entry left out (the oracle predates them)."""
+    reply = dict(reply)
+    reply[b"arguments"] = [a for a in reply[b"arguments"] if (a[b"name"] if isinstance(a, dict) else a[1]) != b"idmp"]
+    reply[b"history"] = [h for h in reply[b"history"] if h[0] != b"8.6.0"]
+    return reply
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_xadd_docs_match_redis_but_for_idmp(server, oracle_server, protocol):
+    """Every argument Redis 8.2.3 has (names, types, tokens, flags, since), in its order; IDMP after the policies."""
+    ours = docs(server, protocol, "xadd")
+    if protocol == 2:
+        ours = dict(zip(ours[0::2], ours[1::2], strict=True))
+        theirs = docs(oracle_server, protocol, "xadd")
+        theirs = dict(zip(theirs[0::2], theirs[1::2], strict=True))
+    else:
+        theirs = docs(oracle_server, protocol, "xadd")
+    assert without_idmp(ours) == theirs
+
+
+def test_xadd_docs_idmp_options(server):
+    """`[IDMPAUTO producer-id | IDMP producer-id idempotent-id]`: one optional choice, IDMPAUTO with one string, IDMP with two."""
+    arguments = docs(server, 3, "xadd")[b"arguments"]
+    assert [a[b"name"] for a in arguments] == [b"key", b"nomkstream", b"condition", b"idmp", b"trim", b"id-selector", b"data"]
+    idmp = arguments[3]
+    assert (idmp[b"type"], idmp[b"flags"], idmp[b"since"]) == (b"oneof", [b"optional"], b"8.6.0")
+    auto, explicit = idmp[b"arguments"]
+    assert (auto[b"token"], auto[b"type"], auto[b"display_text"]) == (b"IDMPAUTO", b"string", b"producer-id")
+    assert (explicit[b"token"], explicit[b"type"]) == (b"IDMP", b"block")
+    assert [(a[b"display_text"], a[b"type"]) for a in explicit[b"arguments"]] == [(b"producer-id", b"string"), (b"idempotent-id", b"string")]

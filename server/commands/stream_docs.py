@@ -52,3 +52,24 @@ HISTORY["xadd"] = [
 ]
 HISTORY["xread"] = [("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
 HISTORY["xreadgroup"] = [("8.4.0", "Added the `CLAIM` option."), ("8.10.0", "Added the `MAXCOUNT` and `MAXSIZE` options.")]
+
+
+def _idmp() -> Arg:
+    """[IDMPAUTO producer-id | IDMP producer-id idempotent-id] (8.6): names as redis.io's syntax line shows them."""
+    return Arg("idmp", "oneof", flags=["optional"], since="8.6.0", arguments=[
+        Arg("producer-id", "string", token="IDMPAUTO"),
+        Arg("idmp-block", "block", token="IDMP", arguments=[Arg("producer-id", "string"), Arg("idempotent-id", "string")]),
+    ])  # fmt: skip
+
+
+# XADD as Redis 8.2.3's COMMAND DOCS gives it (tests/test_r8_docs.py), with 8.6's IDMP options after the policies.
+DECLARED["xadd"] = [
+    Arg("key", "key"),
+    Arg("nomkstream", "pure-token", token="NOMKSTREAM", since="6.2.0", flags=["optional"], display=True),
+    _condition(),
+    _idmp(),
+    _trim(optional=True),
+    Arg("id-selector", "oneof", arguments=[_token("auto-id", "*"), Arg("id", "string")]),
+    Arg("data", "block", flags=["multiple"], arguments=[Arg("field", "string"), Arg("value", "string")]),
+]
+HISTORY["xadd"].append(("8.6.0", "Added the `IDMPAUTO` and `IDMP` options."))
