@@ -334,8 +334,8 @@ class Server:
             return
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
-        if cmd.name in QUIET_EFFECTS:
-            return
+        if cmd.name in QUIET_EFFECTS or (cmd.name == "xcfgset" and argv[2] == b"IIDS-ADDED"):
+            return  # (the second: an IDMP repeat's counters, metadata Redis 8.6.2 marks with keyModified(..., 0))
         if cmd.name in READY_ONLY_EFFECTS and argv[-1].upper() != b"MKSTREAM":
             for key in cmd.get_keys(argv):
                 self.blocking.touch(db, key)

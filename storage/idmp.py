@@ -16,7 +16,9 @@ loader removes exactly what the primary removed.
 
 from __future__ import annotations
 
-from xxhash import xxh3_128_digest, xxh3_128_intdigest
+import sys
+
+from xxhash import xxh3_128_digest
 
 DEFAULT_DURATION = 100  # seconds (stream-idmp-duration)
 DEFAULT_MAXSIZE = 100  # iids per producer (stream-idmp-maxsize)
@@ -25,27 +27,31 @@ MAXSIZE_RANGE = (1, 10000)
 _U128 = (1 << 128) - 1
 
 
-def auto_iid(fields: list[bytes]) -> bytes:
+def auto_iid(fields: list[bytes], _digest=xxh3_128_digest, _int=int.from_bytes, _mask=_U128) -> bytes:
     """IDMPAUTO's iid: XXH3-128 of each field-value pair, combined so that the pairs' order does not matter.
 
     Each pair is hashed as field||value with the field's length as the seed (so
     `a`+`bc` and `ab`+`c` differ), and the pair hashes are added modulo 2**128
     (a sum does not depend on the order and, unlike XOR, does not cancel a pair
     given twice). Big-endian, 16 bytes.
+
+    Per request, so written for CPython's costs: the big-endian digest read
+    back with int.from_bytes is cheaper than xxh3_128_intdigest (which builds
+    its int from two halves), and the usual one and two pairs are unrolled;
+    the defaults are bound once, read as locals.
     """
     n = len(fields)
-    if n == 2:  # one pair: the sum is its hash (xxh3_128_digest is the big-endian form)
+    if n == 2:  # one pair: the sum is its hash
         field = fields[0]
-        return xxh3_128_digest(field + fields[1], len(field))
-    if n == 4:  # two pairs (the usual event), unrolled: no loop, no index arithmetic
-        first, second = fields[0], fields[2]
-        total = xxh3_128_intdigest(first + fields[1], len(first)) + xxh3_128_intdigest(second + fields[3], len(second))
-        return (total & _U128).to_bytes(16, "big")
+        return _digest(field + fields[1], len(field))
+    if n == 4:  # two pairs (the usual event)
+        a, b, c, d = fields
+        return ((_int(_digest(a + b, len(a))) + _int(_digest(c + d, len(c)))) & _mask).to_bytes(16)
     total = 0
-    for i in range(0, len(fields), 2):
+    for i in range(0, n, 2):
         field = fields[i]
-        total += xxh3_128_intdigest(field + fields[i + 1], len(field))
-    return (total & _U128).to_bytes(16, "big")
+        total += _int(_digest(field + fields[i + 1], len(field)))
+    return (total & _mask).to_bytes(16)
 
 
 class Idmp:
@@ -144,6 +150,17 @@ class Idmp:
 
     def pids_tracked(self) -> int:
         return len(self.producers)
+
+    def memory_usage(self) -> int:
+        """Bytes the maps take in this process (part of the stream's MEMORY USAGE): this object, the
+        producers' map and each producer's FIFO with its pid, iids and entry IDs. O(tracked iids)."""
+        getsizeof = sys.getsizeof
+        size = getsizeof(self) + getsizeof(self.producers)
+        for pid, iids in self.producers.items():
+            size += getsizeof(pid) + getsizeof(iids)
+            for iid, entry_id in iids.items():
+                size += getsizeof(iid) + getsizeof(entry_id)
+        return size
 
     # -- snapshots ---------------------------------------------------------
 

@@ -894,8 +894,9 @@ class Stream:
         return self._rax[3]
 
     def memory_usage(self) -> int:
-        """Bytes this stream takes in this process (objects, packed nodes, lists)."""
-        return self.fixed_memory() + sum(map(node_memory, self.nodes))
+        """Bytes this stream takes in this process (objects, packed nodes, lists, the IDMP maps)."""
+        size = self.fixed_memory() + sum(map(node_memory, self.nodes))
+        return size if self.idmp is None else size + self.idmp.memory_usage()
 
     def fixed_memory(self) -> int:
         """memory_usage() without its nodes: base_memory(), the two node lists and the node keys."""

@@ -6,7 +6,10 @@ tracking iids propagates as one `XADD key IDMP pid iid <id> field value ...`
 concrete ID is taken from loading and primary clients only, and does what the
 pair below does); the stream's first iid, an expiry on the way or a trim
 propagate the plain XADD with its concrete ID and `XIDMPRECORD key pid iid id`.
-A repeat adds nothing and propagates nothing. A stream takes the `stream-idmp-*` configs' values when it
+A repeat adds nothing; it propagates the lifetime counters it changed (`iids-duplicates`) as
+`XCFGSET key IIDS-ADDED n IIDS-DUPLICATES n` with absolute values, which counts one change
+(Redis 8.6.2, redis#14858: the counter is persisted, so a repeat marks the key dirty) and, as
+Redis's keyModified(..., 0), touches no WATCH and wakes no reader. A stream takes the `stream-idmp-*` configs' values when it
 first tracks an iid (or gets XCFGSET): that moment propagates
 `XCFGSET key IDMP-DURATION d IDMP-MAXSIZE m`, so replicas and the AOF hold the
 primary's limits whatever their own configs say. Expiry is decided on the
@@ -100,6 +103,7 @@ class IdempotentAdd:
         if entry_id is not None:
             idmp.iids_duplicates += 1
             self.original = format_id(entry_id)
+            self.effects.append(counters_effect(key, idmp))
 
     def finish(self, ctx, stream: Stream, reply: bytes, effects: list) -> list:
         """Record the iid of the entry just added; the XADD's effects, then the IDMP ones."""
@@ -132,9 +136,11 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
     if stream is not None and (idmp := stream.idmp) is not None and not 0 <= idmp.oldest_ms < now - idmp.duration * 1000:
         # the steady state: nothing can be due to expire (Idmp.expiry_due, inlined)
         iids = idmp.producers.get(pid)
-        if iids is not None and (entry_id := iids.get(iid)) is not None:
-            idmp.iids_duplicates += 1
-            return format_id(entry_id), []
+        if iids is not None:
+            entry_id = iids.get(iid)
+            if entry_id is not None:  # a repeat: the counter changed (its effect), nothing else
+                idmp.iids_duplicates += 1
+                return format_id(entry_id), [counters_effect(key, idmp)]
         max_entries, max_bytes = server.config.stream_node_limits
         reply = stream.add(now, fields, max_entries, max_bytes)
         server.idmp_keys[(ctx.db.id, key)] = stream
@@ -158,6 +164,7 @@ def _xadd_idempotent(ctx, key: bytes, stream: Stream | None, pid: bytes, iid: by
         entry_id = idmp.lookup(pid, iid)
         if entry_id is not None:
             idmp.iids_duplicates += 1
+            out.append(counters_effect(key, idmp))
             return format_id(entry_id), out
     max_entries, max_bytes = server.config.stream_node_limits
     reply = stream.add(now, fields, max_entries, max_bytes)
