@@ -21,9 +21,10 @@
   and how many calls it took.
 - XCOUNT over random ID ranges (random bounds, exclusive starts) on a 1M-entry
   stream with 1% tombstones, one client, round trip and in-server
-  (latencystats) p50/p99; the Redis column is XLEN on the same stream in
-  Redis (an O(1) command: the floor a count can reach), and Millrace's own
-  XLEN is kept beside it in the JSON.
+  (latencystats) p50/p99; the Redis column of the round trips is XLEN on
+  the same stream in Redis (an O(1) command: the floor a count can reach);
+  XLEN's in-server time, below latencystats' 1 µs resolution, and
+  Millrace's own XLEN are kept in the JSON.
 Redis has none of these commands: except XCOUNT's XLEN reference, the rows
 are Millrace's own figures.
 """
@@ -261,8 +262,8 @@ def xcount_rows(env: Env) -> list[Row]:
     rows = {
         "p50": Row(SUITE, f"XCOUNT random range round trip p50, {name} (Redis: XLEN)", "us"),
         "p99": Row(SUITE, f"XCOUNT random range round trip p99, {name} (Redis: XLEN)", "us"),
-        "in50": Row(SUITE, f"XCOUNT in the server p50, {name} (Redis: XLEN)", "us"),
-        "in99": Row(SUITE, f"XCOUNT in the server p99, {name} (Redis: XLEN)", "us"),
+        "in50": Row(SUITE, f"XCOUNT in the server p50, {name}", "us"),
+        "in99": Row(SUITE, f"XCOUNT in the server p99, {name}", "us"),
     }
     key = "bench:lag:count"
     rng = random.Random(2323)
@@ -296,7 +297,8 @@ def xcount_rows(env: Env) -> list[Row]:
                     conn.call("CONFIG", "RESETSTAT")
                     lens = _timed(conn, xlen, samples)
                     rows["p50"].redis, rows["p99"].redis = percentile(lens, 0.5) * 1e6, percentile(lens, 0.99) * 1e6
-                    rows["in50"].redis, rows["in99"].redis = _inside(server, "xlen")
+                    # XLEN's own time is below latencystats' 1 µs resolution: kept aside, not as a ratio's base
+                    rows["in50"].extra["redis_xlen_us"], rows["in99"].extra["redis_xlen_us"] = _inside(server, "xlen")
     rows["p50"].note = "one client, 1000 random ranges cycled; Redis has no XCOUNT: its XLEN (O(1)) is the reference"
-    rows["in50"].note = "INFO latencystats; the JSON keeps Millrace's own XLEN beside it"
+    rows["in50"].note = "INFO latencystats; XLEN's (both servers, in the JSON) is below its 1 us resolution"
     return list(rows.values())
