@@ -41,6 +41,10 @@ QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsu
 # change to WATCH: Redis calls signalKeyAsReady, not signalModifiedKey, for them (XGROUP CREATE
 # touches WATCH only when MKSTREAM creates the key).
 READY_ONLY_EFFECTS = frozenset({"xgroup|create", "xgroup|destroy"})
+# Quiet effects that can end a KEYSHARED group's draining (issue 22): an acknowledgement, a claim, a
+# consumer deleted or a SETID frees entries a blocked reader of that group may now get, so they
+# wake its readers (no WATCH touch, as for any quiet effect). Their key is followed by the group.
+KEYSHARED_RELEASES = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|delconsumer"})
 # What a RESP2 client with subscriptions may run (Redis's processCommand).
 SUBSCRIBED_CONTEXT = frozenset({"subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "ping", "quit", "reset"})
 BLOCKED = object()  # execute() result: the client is now waiting
@@ -334,14 +338,30 @@ class Server:
             return
         if cmd.subcommands and len(argv) > 1:
             cmd = cmd.subcommands.get(argv[1].lower(), cmd)
-        if cmd.name in QUIET_EFFECTS or (cmd.name == "xcfgset" and argv[2] == b"IIDS-ADDED"):
-            return  # (the second: an IDMP repeat's counters, metadata Redis 8.6.2 marks with keyModified(..., 0))
+        if cmd.name in QUIET_EFFECTS:
+            if cmd.name in KEYSHARED_RELEASES and self.blocking.waiters:
+                self._wake_keyshared(db, argv, cmd)
+            return
+        if cmd.name == "xcfgset" and argv[2] == b"IIDS-ADDED":
+            return  # an IDMP repeat's counters, metadata Redis 8.6.2 marks with keyModified(..., 0)
         if cmd.name in READY_ONLY_EFFECTS and argv[-1].upper() != b"MKSTREAM":
             for key in cmd.get_keys(argv):
                 self.blocking.touch(db, key)
             return
         for key in cmd.get_keys(argv):
             self.touch(db, key)
+
+    def _wake_keyshared(self, db: int, argv: list[bytes], cmd: Command) -> None:
+        """Wake the blocked readers of the effect's key if its group is KEYSHARED: the entries a
+        draining hash held back may be theirs now (a plain group's readers stay parked, as in Redis)."""
+        for pos in cmd.key_positions(argv):
+            key = argv[pos]
+            if (db, key) not in self.blocking.waiters or pos + 1 >= len(argv):
+                continue
+            groups = getattr(self.keyspace.dbs[db].data.get(key), "groups", None)
+            group = groups.get(argv[pos + 1]) if groups else None
+            if group is not None and group.keyshared is not None:
+                self.blocking.touch(db, key)
 
     def touch(self, db: int, key: bytes) -> None:
         """A key changed: invalidate WATCHes on it and wake its waiters."""

@@ -180,6 +180,42 @@ def test_blocked_readers_are_woken_only_for_their_keys(server, c):
     assert [f[b"k"] for _i, f in results["A"]] == [key_a]
 
 
+@pytest.mark.parametrize("release", ["XACK", "XCLAIM", "DELCONSUMER"])
+def test_a_blocked_reader_is_woken_when_its_draining_key_is_released(server, c, release):
+    """B waits (BLOCK) for a key that drains at A: A's acknowledgement, a claim of A's entry by B or
+    A's deletion ends the draining and must wake B with the held-back entry, not leave it parked
+    until its timeout (or for ever with BLOCK 0) while its entry waits."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == []
+    key_b = keys_of(ring_of(b"A", b"B"), b"B")[0]
+    first = c.xadd("s", {"k": key_b})
+    assert [i for i, _f in read(c, "A")] == [first]  # A alone: the key is A's, pending there
+    assert read(c, "B") == []  # B joins: the key is B's now, draining at A
+    second = c.xadd("s", {"k": key_b})
+    assert read(c, "B") == []  # held back while A holds the first
+    results: list = []
+
+    def waiter() -> None:
+        client = server.client(protocol=3)
+        results.append(read(client, "B", block=4000))
+        client.close()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    wait_for(lambda: c.info("clients")["blocked_clients"] == 1)
+    start = time.monotonic()
+    if release == "XACK":
+        assert c.xack("s", "g", first) == 1
+    elif release == "XCLAIM":
+        assert c.xclaim("s", "g", "B", 0, [first], justid=True) == [first]  # to its ring owner: no more draining
+    else:
+        assert c.execute_command("XGROUP", "DELCONSUMER", "s", "g", "A") == 1
+    thread.join(5)
+    assert time.monotonic() - start < 2  # woken by the release, not by its BLOCK timeout
+    # DELCONSUMER in a KEYSHARED group gives A's pending entries back to the group, in order
+    assert [i for i, _f in results[0]] == ([first, second] if release == "DELCONSUMER" else [second])
+
+
 def test_leave_and_delconsumer_release_pending_entries_in_order(c):
     c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
     assert read(c, "B") == [] and read(c, "A") == []  # B joins, then A
