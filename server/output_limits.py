@@ -7,7 +7,8 @@ closed), 0 turning a limit off. A client that must authenticate and has not is
 closed as soon as more than 1024 bytes of its replies pile up beyond Redis's
 16 KB reply buffer, whatever the configuration (the CVE-2025-21605 fix): a
 client that pipelines password guesses without reading can no longer make the
-server hold their answers.
+server hold their answers. The class limits bind that client too: Redis tests
+the 1024-byte rule first and, when it does not fire, goes on to the class.
 
 The parameter is kept as Redis prints it (CONFIG GET): all three classes on one
 line in bytes, `slave` for the replica class. A CONFIG SET or directive names
@@ -159,11 +160,12 @@ def normal_limits(config) -> Limits | None:
 
 
 def after_write(client, server) -> None:
-    """After a client's replies went to its transport (flush_writes): its class's limits, and the
-    unauthenticated rule however the replies piled up (many small reads do it as one pipeline does)."""
-    if not client.authenticated:
-        if unauthenticated_over(pending_bytes(client)):
-            close(client, server)
+    """After a client's replies went to its transport (flush_writes): the unauthenticated rule
+    however the replies piled up (many small reads do it as one pipeline does), then its class's
+    limits, which bind a client before AUTH too: Redis's checkClientOutputBufferLimits tests
+    `used_mem > 1024 && authRequired(c)` first and goes on to the class limits when it is not met."""
+    if not client.authenticated and unauthenticated_over(pending_bytes(client)):
+        close(client, server)
         return
     limits = server.normal_output_limits
     if limits is not None and client_class(client) == "normal":
