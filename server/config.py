@@ -198,6 +198,7 @@ _param("dynamic-hz", "bool", True)
 _param("tls-port", "int", 0, high=65535, normalize=lambda v: _no_tls("tls-port", v, 0))
 _param("tls-replication", "bool", False, normalize=lambda v: _no_tls("tls-replication", v, False))
 _param("tls-cluster", "bool", False, normalize=lambda v: _no_tls("tls-cluster", v, False))
+_param("unixsocket", "string", "", mutable=False, normalize=lambda v: _no_unixsocket(v))
 
 
 def _output_limits():
@@ -419,6 +420,14 @@ def _parse_kind(param: Param, raw: str) -> object:
 def _no_tls(name: str, value: object, off: object) -> object:
     if value != off:
         raise ConfigError(f"TLS is not supported by Millrace: {name} cannot be enabled (put a TLS terminating proxy in front of the plain port)")
+    return value
+
+
+def _no_unixsocket(value: str) -> str:
+    """No Unix-socket listener: a path given would be a socket nobody creates (accepted and ignored, as
+    tls-port was). Refused, as Millrace refuses TLS; the empty default stays."""
+    if value:
+        raise ConfigError("Unix sockets are not supported by Millrace: unixsocket cannot be set (clients connect over TCP: port and bind)")
     return value
 
 
