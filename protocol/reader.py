@@ -516,8 +516,12 @@ class RequestReader:
             check.kept = None
             return
         end = len(head) - (check.bulk + 2 - check.skip)  # where the bulk's payload starts
+        argv = args_before(head, end, check.bulk, check.declared - check.args - 1)
+        if argv is None:  # (never: the headers were checked)
+            check.kept = None
+            return
         try:
-            request = BigRequest(args_before(head, end), check.bulk, check.args, self._carry, check.bulk_length, INLINE_MAX)
+            request = BigRequest(argv, check.bulk, check.args, self._carry, check.bulk_length, INLINE_MAX)
         except MemoryError:  # its size could not be reserved: hiredis goes on, as before
             check.kept = None
             return

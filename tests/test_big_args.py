@@ -165,7 +165,9 @@ def test_args_before_and_a_request_read_byte_by_byte():
     value = bytes(range(256)) * 20
     data = pack(b"MSET", b"a", value, b"b", b"", b"c", value[:7])
     end = data.index(b"$5120\r\n") + len(b"$5120\r\n")
-    assert args_before(data, end) == [b"MSET", b"a"]
+    assert args_before(data, end, 5120, 2) == [b"MSET", b"a"]
+    assert args_before(data, end, 5120, 3) is None
+    assert args_before(pack(b"x" * 20), len(b"*1\r\n$20\r\n"), 20, 0) == []
     request = BigRequest([b"MSET", b"a"], 5120, 4, 0, reader_module._HeaderCheck(1 << 20).bulk_length, 65536)
     rest = data[end:] + b"PING\r\n"
     for at in range(len(rest)):
