@@ -199,6 +199,26 @@ _param("tls-port", "int", 0, high=65535, normalize=lambda v: _no_tls("tls-port",
 _param("tls-replication", "bool", False, normalize=lambda v: _no_tls("tls-replication", v, False))
 _param("tls-cluster", "bool", False, normalize=lambda v: _no_tls("tls-cluster", v, False))
 _param("unixsocket", "string", "", mutable=False, normalize=lambda v: _no_unixsocket(v))
+# Redis's enum parameters Millrace does not act on: Redis's choices, so a value Redis refuses is
+# refused with its text (they were free strings or yes/no booleans: `oom-score-adj relative` was
+# refused as "must be 'yes' or 'no'", `acl-pubsub-default bogus` accepted).
+for _name, _default, _choices in (
+    ("acl-pubsub-default", "resetchannels", ("allchannels", "resetchannels")),
+    ("cluster-preferred-endpoint-type", "ip", ("ip", "hostname", "unknown-endpoint")),
+    ("oom-score-adj", "no", ("no", "yes", "relative", "absolute")),
+    ("propagation-error-behavior", "ignore", ("ignore", "panic", "panic-on-replicas")),
+    ("repl-diskless-load", "disabled", ("disabled", "on-empty-db", "swapdb")),
+    ("sanitize-dump-payload", "no", ("no", "yes", "clients")),
+    ("tls-auth-clients", "yes", ("no", "yes", "optional")),
+):
+    _param(_name, "enum", _default, choices=_choices)
+PARAMS["oom-score-adj"].normalize = lambda v: "yes" if v == "relative" else v  # Redis's alias: shown as yes
+# No supervisor protocol (systemd's sd_notify, upstart's SIGSTOP): a unit waiting for READY=1
+# would time out, so anything but `no` is refused rather than accepted and ignored.
+_param("supervised", "enum", "no", choices=("upstart", "systemd", "auto", "no"), mutable=False, normalize=lambda v: _no_supervision(v))
+# SIGINT / SIGTERM act as SHUTDOWN with these flags (server/main.py), as Redis's flags parameters.
+_param("shutdown-on-sigint", "string", "default", multi=True, normalize=lambda v: _shutdown_flags(v))
+_param("shutdown-on-sigterm", "string", "default", multi=True, normalize=lambda v: _shutdown_flags(v))
 
 
 def _output_limits():
@@ -421,6 +441,25 @@ def _no_tls(name: str, value: object, off: object) -> object:
     if value != off:
         raise ConfigError(f"TLS is not supported by Millrace: {name} cannot be enabled (put a TLS terminating proxy in front of the plain port)")
     return value
+
+
+def _no_supervision(value: str) -> str:
+    if value != "no":
+        raise ConfigError("supervision is not supported by Millrace: supervised must be no (under systemd, a unit of Type=simple, or Type=forking with daemonize yes)")
+    return value
+
+
+SHUTDOWN_FLAGS = ("default", "save", "nosave", "now", "force")
+
+
+def _shutdown_flags(value: str) -> str:
+    """Redis's shutdown-on-sig* flags: words among SHUTDOWN_FLAGS, stored in Redis's order (`default` alone when none)."""
+    words = value.lower().split()
+    if not words or any(word not in SHUTDOWN_FLAGS for word in words):
+        raise ConfigError(f"argument(s) must be one of the following: {', '.join(SHUTDOWN_FLAGS)}")
+    if "save" in words and "nosave" in words:
+        raise ConfigError("shutdown options SAVE and NOSAVE can't be used simultaneously")
+    return " ".join(flag for flag in SHUTDOWN_FLAGS[1:] if flag in words) or "default"
 
 
 def _no_unixsocket(value: str) -> str:

@@ -287,12 +287,18 @@ def _listen(host: str, port: int, backlog: int) -> socket.socket:
 
 
 def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
-    """SIGTERM/SIGINT: save as SHUTDOWN would (when save points are set); a failed save keeps the server up, as Redis."""
+    """SIGTERM/SIGINT: SHUTDOWN with the flags of shutdown-on-sigterm / shutdown-on-sigint: save when save
+    points are set (`default`), or as `save` / `nosave` say; a failed save keeps the server up unless
+    `force`, as Redis. (`now` skips waiting for replicas, which Millrace never does.)"""
     log.warning("Received %s scheduling shutdown...", sig.name)
+    flags = server.config["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"].split()
+    save = "save" in flags or ("nosave" not in flags and bool(server.config["save"]))
     persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=bool(server.config["save"])):
-        log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
-        return
+    if persistence is not None and not persistence.prepare_shutdown(save=save):
+        if "force" not in flags:
+            log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
+            return
+        log.warning("Errors trying to shut down the server. Exit anyway (FORCE).")
     server.shutdown()
 
 
