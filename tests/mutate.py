@@ -48,7 +48,7 @@ TESTS: dict[str, list[str]] = {
     "storage/rank.py": ["tests/test_rank.py", "tests/test_rank_survivors.py"],
     "storage/lag.py": ["tests/test_lag.py", "tests/test_lag_survivors.py"],
     "storage/burrow.py": ["tests/test_burrow.py", "tests/test_burrow_model.py"],
-    "storage/refs.py": ["tests/test_r8_refs.py", "tests/test_r8_refs_effects.py"],
+    "storage/refs.py": ["tests/test_refs_model.py", "tests/test_r8_refs.py", "tests/test_r8_refs_effects.py"],
     "storage/retention.py": ["tests/test_retention.py"],
     "storage/idmp.py": ["tests/test_idmp.py", "tests/test_idmp_effects.py"],
     "storage/claim.py": ["tests/test_claim_model.py", "tests/test_claim_effects.py"],
