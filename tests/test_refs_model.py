@@ -11,8 +11,11 @@ owned and NACKed entries, last-delivered-ids anywhere):
   IDs from every group's and consumer's PEL (and reports them per group);
 - ACKED with an exact MINID removes every entry below it that no group
   references, and nothing else; ACKED never touches a PEL;
-- `References.referenced` is the definition (pending somewhere, or after some
-  group's last-delivered-id) for every ID, live or not;
+- ACKED with an exact MAXLEN walks as Redis 7's exact trim (whole nodes while
+  that keeps MAXLEN, then entry by entry in the first node that cannot go
+  whole, and no further even when skips leave it above MAXLEN);
+- `References.referenced` is the definition (pending somewhere, deferred by a
+  KEYSHARED group, or after some group's last-delivered-id) for every ID;
 - trims never move max-deleted-entry-id, `delete_entries` outside a trim does.
 """
 
@@ -25,6 +28,7 @@ import pytest
 
 from storage import refs
 from storage.consumer_group import ConsumerGroup, PendingEntry
+from storage.keyshared import KeyShared
 from storage.stream import Stream
 from storage.stream_id import MAX_ID
 
@@ -59,12 +63,43 @@ def _build(rng: random.Random) -> Stream:
             group.drop_pending(entry_id)
             group.pel[entry_id] = PendingEntry(None, 0, 1)  # XNACKed: in the group's PEL and its NACK zone only
             group.nacked[entry_id] = None
+        if rng.random() < 0.3:
+            # a KEYSHARED group: entries it passed over for another consumer are deferred, not yet delivered
+            group.keyshared = KeyShared(b"f")
+            for entry_id in ever:
+                if entry_id <= group.last_id and entry_id not in group.pel.keys() and rng.random() < 0.3:
+                    group.keyshared.deferred[entry_id] = 0
         stream.groups[b"g%d" % g] = group
     return stream
 
 
 def _referenced(stream: Stream, entry_id: int) -> bool:
-    return any(entry_id in group.pel.keys() or entry_id > group.last_id for group in stream.groups.values())
+    return any(
+        entry_id in group.pel.keys() or entry_id > group.last_id or (group.keyshared is not None and entry_id in group.keyshared.deferred)
+        for group in stream.groups.values()
+    )
+
+
+def _acked_exact_maxlen(stream: Stream, maxlen: int) -> list[int]:
+    """Redis 7's exact MAXLEN walk with ACKED's skips: node by node while removing a node whole would keep
+    MAXLEN; inside the first node that cannot go whole, entry by entry until MAXLEN holds, and no further,
+    even when skipped entries leave the stream above MAXLEN (checked against Redis 8.2.3, README)."""
+    length = len(stream)
+    doomed = []
+    for node in stream.nodes:
+        ids = [entry_id for entry_id, _ in stream.range(node.master_id, node.last_id)]
+        if length <= maxlen:
+            break
+        whole = length - len(ids) >= maxlen
+        for entry_id in ids:
+            if length <= maxlen:
+                break
+            if not _referenced(stream, entry_id):
+                doomed.append(entry_id)
+                length -= 1
+        if not whole:
+            break
+    return doomed
 
 
 def _random_trim(rng: random.Random, stream: Stream) -> dict:
@@ -128,6 +163,24 @@ def test_acked_exact_minid_removes_every_unreferenced_entry_below(seed: int) -> 
         assert stream.max_deleted_entry_id == max_deleted
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_acked_exact_maxlen_stops_in_the_first_node_that_cannot_go_whole(seed: int) -> None:
+    rng = random.Random(300 + seed)
+    stopped_above = 0
+    for _ in range(60):
+        stream = _build(rng)
+        if not stream.groups:
+            continue
+        live = _live(stream)
+        maxlen = rng.randrange(0, len(live) + 1)
+        want = _acked_exact_maxlen(stream, maxlen)
+        outcome = refs.trim(stream, maxlen=maxlen, policy=refs.ACKED)
+        assert _live(stream) == [i for i in live if i not in set(want)], (maxlen, want)
+        assert outcome.deleted == len(want)
+        stopped_above += len(stream) > maxlen and len(stream.nodes) > 1
+    assert stopped_above  # the workloads reach the rule's point: a trim that ends above MAXLEN
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_referenced_is_the_definition(seed: int) -> None:
     rng = random.Random(200 + seed)
@@ -161,3 +214,24 @@ def test_drop_references_counts_an_id_given_twice_once() -> None:
     stream.groups[b"empty"] = ConsumerGroup(0)
     assert refs.drop_references(stream, [2 << 64, 2 << 64, 3 << 64]) == {b"g": [2 << 64]}
     assert sorted(group.pel.keys()) == sorted(consumer.pel.keys()) == [1 << 64]
+
+
+def _layout(stream: Stream) -> list[tuple[int, int, int]]:
+    return [(node.master_id, node.count, node.deleted) for node in stream.nodes]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_keepref_with_groups_is_redis_7s_trim(seed: int) -> None:
+    """KEEPREF ignores the groups: the nodes (master IDs, live and deleted counts, which later `~` trims and
+    XINFO read) come out as a trim of the same stream without groups leaves them."""
+    rng = random.Random(400 + seed)
+    for _ in range(60):
+        stream = _build(rng)
+        args = _random_trim(rng, stream)
+        plain = copy.deepcopy(stream)
+        plain.groups = {}
+        refs.trim(plain, **args, policy=refs.KEEPREF)
+        outcome = refs.trim(stream, **args, policy=refs.KEEPREF)
+        assert _layout(stream) == _layout(plain), args
+        assert _live(stream) == _live(plain)
+        assert outcome.dropped == {}
