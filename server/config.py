@@ -213,6 +213,8 @@ for _name, _default, _choices in (
 ):
     _param(_name, "enum", _default, choices=_choices)
 PARAMS["oom-score-adj"].normalize = lambda v: "yes" if v == "relative" else v  # Redis's alias: shown as yes
+_param("maxmemory-clients", "string", "0", normalize=lambda v: _memory_or_percent(v))
+_param("oom-score-adj-values", "string", "0 200 800", multi=True, normalize=lambda v: _oom_score_adj_values(v))
 # No supervisor protocol (systemd's sd_notify, upstart's SIGSTOP): a unit waiting for READY=1
 # would time out, so anything but `no` is refused rather than accepted and ignored.
 _param("supervised", "enum", "no", choices=("upstart", "systemd", "auto", "no"), mutable=False, normalize=lambda v: _no_supervision(v))
@@ -255,12 +257,12 @@ aof-load-truncated - yes
 aof-rewrite-incremental-fsync - yes
 aof-timestamp-enabled - no
 aof-use-rdb-preamble - yes
-aof_rewrite_cpulist - ""
+aof_rewrite_cpulist i ""
 auto-aof-rewrite-min-size b 67108864
 auto-aof-rewrite-percentage - 100
-bgsave_cpulist - ""
+bgsave_cpulist i ""
 bind-source-addr - ""
-bio_cpulist - ""
+bio_cpulist i ""
 cluster-allow-pubsubshard-when-down - yes
 cluster-allow-reads-when-down - no
 cluster-allow-replica-migration - yes
@@ -314,7 +316,7 @@ proc-title-template - {title} {listen-addr} {server-mode}
 propagation-error-behavior - ignore
 rdb-del-sync-files - no
 rdb-save-incremental-fsync - yes
-rdbchecksum - yes
+rdbchecksum i yes
 rdbcompression - yes
 repl-backlog-ttl - 3600
 repl-disable-tcp-nodelay - no
@@ -333,7 +335,7 @@ replica-ignore-maxmemory - yes
 replica-lazy-flush - no
 replica-priority - 100
 sanitize-dump-payload - no
-server_cpulist - ""
+server_cpulist i ""
 set-max-intset-entries - 512
 set-proc-title i yes
 shutdown-on-sigint - default
@@ -344,7 +346,7 @@ slave-announce-port - 0
 slave-ignore-maxmemory - yes
 slave-lazy-flush - no
 slave-priority - 100
-socket-mark-id - 0
+socket-mark-id i 0
 stop-writes-on-bgsave-error - yes
 supervised i no
 syslog-enabled i no
@@ -447,6 +449,28 @@ def _no_supervision(value: str) -> str:
     if value != "no":
         raise ConfigError("supervision is not supported by Millrace: supervised must be no (under systemd, a unit of Type=simple, or Type=forking with daemonize yes)")
     return value
+
+
+def _memory_or_percent(value: str) -> str:
+    """Redis's maxmemory-clients: a memory value (shown in bytes) or a percentage 0..100 (`0%` is 0)."""
+    if value.endswith("%") and value[:-1].isdigit():
+        percent = int(value[:-1])
+        if percent > 100:
+            raise ConfigError("percentage argument must be less or equal to 100")
+        return f"{percent}%" if percent else "0"
+    memory = parse_memory(value)
+    if memory is None or memory < 0:
+        raise ConfigError("argument must be a memory or percent value")
+    return str(memory)
+
+
+def _oom_score_adj_values(value: str) -> str:
+    words = value.split()
+    if len(words) != 3:
+        raise ConfigError("wrong number of arguments")
+    if not all(re.fullmatch(r"-?[0-9]+", w) and -2000 <= int(w) <= 2000 for w in words):
+        raise ConfigError("Invalid oom-score-adj-values, elements must be between -2000 and 2000.")
+    return " ".join(str(int(w)) for w in words)
 
 
 SHUTDOWN_FLAGS = ("default", "save", "nosave", "now", "force")

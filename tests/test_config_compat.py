@@ -2,7 +2,8 @@
 none that changes what happens is accepted and ignored.
 
 The enum parameters Millrace does not act on take Redis's choices (they were free strings, or
-yes/no where Redis has more words), compared with Redis 8.2.3 value by value; `supervised` other
+yes/no where Redis has more words), and the few others Redis checks (maxmemory-clients,
+oom-score-adj-values, the immutable ones), compared with Redis 8.2.3 value by value; `supervised` other
 than `no` stops the start-up (no sd_notify: a systemd unit waiting for READY=1 would time out);
 `shutdown-on-sigterm` / `shutdown-on-sigint` are Redis's flags and SIGTERM / SIGINT follow them.
 """
@@ -29,6 +30,11 @@ ENUMS = {
     "tls-auth-clients": ["optional", "no", "yes"],
     "shutdown-on-sigint": ["now nosave", "default save", "force", "save save", "NOSAVE", "save nosave", "default"],
     "shutdown-on-sigterm": ["nosave now force", "save", "now default", "default"],
+    # not enums, but validated as Redis too: a percentage or memory; three bounded numbers; immutables
+    "maxmemory-clients": ["10%", "0%", "101%", "100%", "5mb", "-1%", "1.5%", "0"],
+    "oom-score-adj-values": ["0 200", "a b c", "-2001 0 0", "100 50 800", "0 200 800"],
+    "server_cpulist": ["0-1"], "bio_cpulist": ["0"], "aof_rewrite_cpulist": ["0"], "bgsave_cpulist": ["0"],
+    "rdbchecksum": ["no"], "socket-mark-id": ["1"],
 }
 
 
