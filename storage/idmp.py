@@ -57,7 +57,7 @@ def auto_iid(fields: list[bytes], _digest=xxh3_128_digest, _int=int.from_bytes, 
 class Idmp:
     """One stream's IDMP state: its two limits, the producers' iid maps, the lifetime counters."""
 
-    __slots__ = ("duration", "maxsize", "producers", "tracked", "iids_added", "iids_duplicates", "oldest_ms")
+    __slots__ = ("duration", "maxsize", "producers", "tracked", "iids_added", "iids_duplicates", "oldest_ms", "home")
 
     def __init__(self, duration: int = DEFAULT_DURATION, maxsize: int = DEFAULT_MAXSIZE) -> None:
         self.duration = duration
@@ -67,6 +67,7 @@ class Idmp:
         self.iids_added = 0
         self.iids_duplicates = 0
         self.oldest_ms = -1  # at most the smallest ms of a tracked entry ID (-1: none tracked)
+        self.home: tuple[int, bytes] | None = None  # (db, key) the server's expiry cron last found it at; not persisted
 
     def lookup(self, pid: bytes, iid: bytes) -> int | None:
         iids = self.producers.get(pid)
@@ -86,22 +87,6 @@ class Idmp:
         while len(iids) > self.maxsize:
             del iids[next(iter(iids))]
             self.tracked -= 1
-
-    def record_new(self, pid: bytes, iids: dict[bytes, int] | None, iid: bytes, entry_id: int) -> None:
-        """record() of an iid that lookup() just missed, with the producer's map it found (None: a new
-        producer): the steady state (a full FIFO: the oldest out, the new one in) without looking up again."""
-        if iids is None:
-            self.record(pid, iid, entry_id)
-            return
-        if len(iids) >= self.maxsize:  # never above maxsize: record() and configure() keep it so
-            del iids[next(iter(iids))]
-        else:
-            self.tracked += 1
-        iids[iid] = entry_id
-        self.iids_added += 1
-        ms = entry_id >> 64
-        if self.oldest_ms < 0 or ms < self.oldest_ms:
-            self.oldest_ms = ms
 
     def configure(self, duration: int, maxsize: int) -> bool:
         """XCFGSET: new limits forget every tracked iid; the same limits change nothing. True if changed."""

@@ -143,8 +143,21 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
                 return format_id(entry_id), [counters_effect(key, idmp)]
         max_entries, max_bytes = server.config.stream_node_limits
         reply = stream.add(now, fields, max_entries, max_bytes)
-        server.idmp_keys[(ctx.db.id, key)] = stream
-        idmp.record_new(pid, iids, iid, stream.last_id)
+        home = idmp.home
+        if home is None or home[1] != key or home[0] != ctx.db.id:  # moved since (or displaced): the cron's registry
+            register(server, ctx.db.id, key, stream)
+        entry_id = stream.last_id
+        if iids is None:
+            idmp.record(pid, iid, entry_id)
+        else:  # Idmp.record for a producer that has iids, inlined (its steady state: a full FIFO)
+            if len(iids) < idmp.maxsize:
+                idmp.tracked += 1
+            else:
+                del iids[next(iter(iids))]
+            iids[iid] = entry_id
+            idmp.iids_added += 1
+            if entry_id >> 64 < idmp.oldest_ms:  # (a producer with iids: oldest_ms is set)
+                idmp.oldest_ms = entry_id >> 64
         return reply, [[b"XADD", key, b"IDMP", pid, iid, reply, *fields]]
     return _xadd_idempotent(ctx, key, stream, pid, iid, fields)
 
@@ -173,7 +186,7 @@ def _xadd_idempotent(ctx, key: bytes, stream: Stream | None, pid: bytes, iid: by
     out.insert(0, [b"XADD", key, reply, *fields])
     idmp = stream.idmp if stream.idmp is not None and not created else stream_idmp(ctx, key, stream, out)
     if not created:
-        server.idmp_keys[(ctx.db.id, key)] = stream
+        register(server, ctx.db.id, key, stream)
     idmp.record(pid, iid, stream.last_id)
     out.append([b"XIDMPRECORD", key, pid, iid, reply])
     return reply, out
@@ -358,16 +371,28 @@ def rewrite_commands(key: bytes, stream: Stream) -> list[list[bytes]]:
 
 
 def register(server, db: int, key: bytes, stream: Stream) -> None:
-    """Streams with IDMP state, for the cron; a key that no longer holds the stream is dropped there."""
-    server.idmp_keys[(db, key)] = stream
+    """Streams with IDMP state, for the cron; a key that no longer holds the stream is dropped there.
+
+    The stream's Idmp.home remembers its entry, so the usual idempotent XADD checks two fields
+    instead of hashing a (db, key) tuple into the registry; a stream displaced from its entry
+    (another took the key while it was renamed away) loses its home and registers again.
+    """
+    home = (db, key)
+    registry = server.idmp_keys
+    old = registry.get(home)
+    if old is not None and old is not stream and old.idmp is not None and old.idmp.home == home:
+        old.idmp.home = None
+    registry[home] = stream
+    stream.idmp.home = home
 
 
 def register_loaded(server) -> None:
     """After a snapshot replaced the databases: the streams with IDMP state, for the cron (O(keys), once per load)."""
-    server.idmp_keys = {
-        (db.id, key): value for db in server.keyspace.dbs for key, value in db.data.items()
-        if type(value) is Stream and value.idmp is not None
-    }  # fmt: skip
+    server.idmp_keys = {}
+    for db in server.keyspace.dbs:
+        for key, value in db.data.items():
+            if type(value) is Stream and value.idmp is not None:
+                register(server, db.id, key, value)
 
 
 def expire_cycle(server) -> None:
@@ -380,6 +405,8 @@ def expire_cycle(server) -> None:
         idmp = stream.idmp
         if database.data.get(key) is not stream or idmp is None:
             del server.idmp_keys[(db, key)]
+            if idmp is not None and idmp.home == (db, key):
+                idmp.home = None  # moved: its next idempotent XADD registers it where it is
             continue
         before = idmp.expiry_due(now)
         if before is not None and idmp.expire(before):
