@@ -23,8 +23,10 @@ State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
   kept in step with the PEL by the group's hooks;
 - `deferred` (ID -> hash): entries below the group's last-delivered-id that
   were passed over for another consumer or held back (Pulsar's replay
-  queue), bounded by the look-ahead; `queues` indexes them by the consumer
-  the ring gives their hash to (rebuilt when the ring changes).
+  queue), bounded by the look-ahead: a `DeferredSet` (keyshared_deferred.py),
+  blocks of passed-over spans with one owner byte per entry, so a consumer
+  finds its own at C speed; `queues` lists them per consumer (a view, for
+  XINFO and tests).
 
 A hash *drains* at its owner when it has pending entries there but the ring
 now gives it to someone else: `draining(h) <=> hash_pending[h] > 0 and
@@ -45,7 +47,9 @@ are statistics (like INFO stats): not persisted, not replicated.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left
+
+from .keyshared_deferred import DeferredSet
 
 NONE_KEY = b"NONE_KEY"  # Pulsar's key for messages without one
 RANGE_SIZE = 65535  # hashes are 1..65535 (0 is Pulsar's "not set")
@@ -117,22 +121,24 @@ def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
 class HashRing:
     """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
 
-    __slots__ = ("members", "points", "owners", "selected", "_table")
+    __slots__ = ("members", "member_set", "points", "owners", "selected", "_table")
 
     def __init__(self) -> None:
         self.members: list[bytes] = []  # join order: it decides who keeps a colliding point
+        self.member_set: set[bytes] = set()  # the same names, for membership tests on every read
         self.points: list[int] = []  # sorted ring points
         self.owners: dict[int, list[bytes]] = {}  # point -> consumers on it, the first selected
         self.selected: list[bytes] = []  # owners[points[i]][0], for select()
         self._table: tuple | None = None  # table()'s answer, built on first use after a change
 
     def __contains__(self, name: bytes) -> bool:
-        return name in self.members
+        return name in self.member_set
 
     def add(self, name: bytes) -> None:
-        if name in self.members:
+        if name in self.member_set:
             return
         self.members.append(name)
+        self.member_set.add(name)
         for point in point_hashes(name):
             holders = self.owners.get(point)
             if holders is None:
@@ -142,9 +148,10 @@ class HashRing:
         self._reindex()
 
     def remove(self, name: bytes) -> None:
-        if name not in self.members:
+        if name not in self.member_set:
             return
         self.members.remove(name)
+        self.member_set.discard(name)
         for point in set(point_hashes(name)):
             holders = self.owners[point]
             holders.remove(name)
@@ -220,7 +227,7 @@ class KeyShared:
 
     __slots__ = (
         "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
-        "deferred", "queues", "blocked", "rows", "row_nodes",
+        "deferred", "blocked",
     )  # fmt: skip
 
     def __init__(self, field: bytes, session_timeout: int = 0, lookahead: int = 0) -> None:
@@ -231,13 +238,9 @@ class KeyShared:
         self.pel_hash: dict[int, int] = {}
         self.hash_pending: dict[int, int] = {}
         self.hash_owner: dict[int, bytes] = {}
-        self.deferred: dict[int, int] = {}
-        self.queues: dict[bytes | None, list[int]] = {}
+        self.deferred = DeferredSet()
+        self.deferred.retable(self.ring.table())
         self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
-        # A cache, not state: deferred ID -> its node row, and -> (node, the node's packed bytes) when deferred.
-        # Two dicts rather than one of (meta, row) pairs: no tuple per deferred entry for the collector to track.
-        self.rows: dict[int, list] = {}
-        self.row_nodes: dict[int, tuple] = {}
 
     # -- configuration -------------------------------------------------------------
 
@@ -253,51 +256,33 @@ class KeyShared:
 
     def join(self, name: bytes) -> bool:
         """Add a consumer to the ring; whether it was not a member."""
-        if name in self.ring.members:
+        if name in self.ring:
             return False
         self.ring.add(name)
-        self._requeue()
+        self.deferred.retable(self.ring.table())
         return True
 
     def remove_member(self, name: bytes) -> bool:
-        if name not in self.ring.members:
+        if name not in self.ring:
             return False
         self.ring.remove(name)
-        self._requeue()
+        self.deferred.retable(self.ring.table())
         return True
 
-    def _requeue(self) -> None:
-        """Rebuild the per-consumer index of the deferred set after the ring moved.
-
-        In bulk, as every member's first read joins with thousands deferred: select() once per distinct
-        hash (a stream has far fewer keys than entries), then a stable sort by owner keeps each queue in
-        ID order."""
-        deferred = self.deferred
-        queues: dict[bytes | None, list[int]] = {}
-        if deferred:
-            select = self.ring.select
-            owner_of = {h: select(h) for h in set(deferred.values())}
-            names = list(dict.fromkeys(owner_of.values()))
-            index = {name: i for i, name in enumerate(names)}
-            slot_of = {h: index[owner] for h, owner in owner_of.items()}
-            ids = sorted(deferred)
-            owners = list(map(slot_of.__getitem__, map(deferred.__getitem__, ids)))
-            order = sorted(range(len(ids)), key=owners.__getitem__)
-            ids = list(map(ids.__getitem__, order))
-            owners = list(map(owners.__getitem__, order))
-            start = 0
-            while start < len(owners):
-                end = bisect_right(owners, owners[start], start)
-                queues[names[owners[start]]] = ids[start:end]
-                start = end
-        self.queues = queues
+    @property
+    def queues(self) -> dict[bytes | None, list[int]]:
+        """The deferred IDs per consumer the ring gives their hash to, each in ID order (a view: XINFO, tests)."""
+        out: dict[bytes | None, list[int]] = {}
+        select = self.ring.select
+        for entry_id, hash_value in self.deferred.items():
+            out.setdefault(select(hash_value), []).append(entry_id)
+        return out
 
     # -- the PEL index (the group's hooks call these) --------------------------------
 
     def track(self, entry_id: int, hash_value: int, owner: bytes) -> None:
         """entry_id became pending at owner (a delivery or a forced claim); it is no longer deferred."""
-        if entry_id in self.deferred:
-            self.undefer([entry_id])
+        self.deferred.discard(entry_id)
         old = self.pel_hash.get(entry_id)
         if old is None:
             self.pel_hash[entry_id] = hash_value
@@ -336,52 +321,19 @@ class KeyShared:
 
     # -- the deferred set --------------------------------------------------------------
 
-    def defer(self, entry_id: int, hash_value: int, owner: bytes | None = None) -> None:
-        """entry_id waits in the deferred set (owner: ring.select(hash_value) when the caller has it)."""
-        if entry_id in self.deferred:
-            return
-        self.deferred[entry_id] = hash_value
-        queue = self.queues.get(owner if owner is not None else self.ring.select(hash_value))
-        if queue is None:
-            queue = self.queues[owner if owner is not None else self.ring.select(hash_value)] = []
-        if not queue or entry_id > queue[-1]:
-            queue.append(entry_id)
-        else:
-            insort(queue, entry_id)
+    def defer(self, entry_id: int, hash_value: int) -> None:
+        """entry_id waits in the deferred set (for the consumer the ring gives hash_value to)."""
+        self.deferred.add(entry_id, hash_value)
 
-    def undefer(self, entry_ids, requeue: bool = True) -> None:
-        """Entries leave the deferred set; requeue=False when the caller rebuilds their queue itself."""
-        touched: dict[bytes | None, list[int]] = {}
-        deferred = self.deferred
-        select = self.ring.select
+    def undefer(self, entry_ids) -> None:
+        """Entries leave the deferred set (delivered, deleted, or cleared)."""
+        discard = self.deferred.discard
         for entry_id in entry_ids:
-            hash_value = deferred.pop(entry_id, None)
-            if hash_value is None:
-                continue
-            self.rows.pop(entry_id, None)
-            self.row_nodes.pop(entry_id, None)
-            if requeue:
-                touched.setdefault(select(hash_value), []).append(entry_id)
-        for owner, gone in touched.items():
-            queue = self.queues.get(owner)
-            if queue is None:
-                continue
-            if len(gone) > 16:
-                self.queues[owner] = [i for i in queue if i in deferred]
-                continue
-            # A few IDs (track() undefers one per replayed delivery): found by bisection, the queue
-            # being in ID order, rather than a rebuild of the whole queue per entry.
-            for entry_id in gone:
-                i = bisect_left(queue, entry_id)
-                if i < len(queue) and queue[i] == entry_id:
-                    del queue[i]
+            discard(entry_id)
 
     def clear_deferred(self) -> list[int]:
-        ids = sorted(self.deferred)
+        ids = list(self.deferred)
         self.deferred.clear()
-        self.rows.clear()
-        self.row_nodes.clear()
-        self.queues = {}
         return ids
 
     # -- snapshots -----------------------------------------------------------------------
@@ -394,7 +346,7 @@ class KeyShared:
             "lookahead": self.lookahead,
             "members": list(self.ring.members),
             "pending": [x for i, h in sorted(self.pel_hash.items()) for x in (i.to_bytes(16, "big"), h)],
-            "deferred": [x for i, h in sorted(self.deferred.items()) for x in (i.to_bytes(16, "big"), h)],
+            "deferred": [x for i, h in self.deferred.items() for x in (i.to_bytes(16, "big"), h)],
         }
 
     @classmethod
@@ -430,7 +382,7 @@ def held_back(group, stream=None) -> int:
     if not stream.length:
         return 0
     first = stream.first_id
-    return len(deferred) if _oldest_deferred(state) >= first else sum(1 for entry_id in deferred if entry_id >= first)
+    return len(deferred) if _oldest_deferred(state) >= first else sum(1 for _entry_id in deferred.irange(first))
 
 
 def first_held_back(group, stream) -> int | None:
@@ -442,11 +394,9 @@ def first_held_back(group, stream) -> int | None:
     oldest = _oldest_deferred(state)
     if oldest >= first:
         return oldest
-    return min((entry_id for entry_id in state.deferred if entry_id >= first), default=None)
+    return next(state.deferred.irange(first), None)
 
 
 def _oldest_deferred(state: KeyShared) -> int:
-    """min(state.deferred) from the queues' heads (each queue is in ID order and together they hold the
-    deferred set): one look per member rather than a walk of up to 20000 IDs per XINFO/XGROUPLAG."""
-    oldest = min((queue[0] for queue in state.queues.values() if queue), default=None)
-    return oldest if oldest is not None else min(state.deferred)
+    """min(state.deferred): the first live position of the first blocks (the set is kept in ID order)."""
+    return state.deferred.first()

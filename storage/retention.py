@@ -118,7 +118,7 @@ def ack_floor(stream, group) -> int:
     """
     floor = _pel_floor(stream, group)
     keyshared = group.keyshared
-    if keyshared is not None and keyshared.queues:  # passed over, not delivered yet (issue 22): still held
+    if keyshared is not None and keyshared.deferred:  # passed over, not delivered yet (issue 22): still held
         held = _deferred_floor(stream, keyshared)
         if held is not None and held < floor:
             return held
@@ -143,17 +143,12 @@ def _pel_floor(stream, group) -> int:
 
 
 def _deferred_floor(stream, keyshared) -> int | None:
-    """A KEYSHARED group's lowest deferred entry that still exists (each queue is sorted: one seek per consumer)."""
-    best = None
+    """A KEYSHARED group's lowest deferred entry that still exists (the set is kept in ID order)."""
     max_deleted = stream.max_deleted_entry_id
-    for queue in keyshared.queues.values():
-        for i in range(bisect_left(queue, stream.first_id), len(queue)):
-            entry_id = queue[i]
-            if entry_id > max_deleted or stream.get(entry_id) is not None:
-                if best is None or entry_id < best:
-                    best = entry_id
-                break
-    return best
+    for entry_id in keyshared.deferred.irange(stream.first_id):
+        if entry_id > max_deleted or stream.get(entry_id) is not None:
+            return entry_id
+    return None
 
 
 # -- counting entries ------------------------------------------------------------

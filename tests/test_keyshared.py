@@ -404,6 +404,7 @@ def test_retention_holds_deferred_entries():
     from server.server import Server
     from storage.retention import ack_floor
     from storage.stream_id import format_id as fmt
+    from tests.test_keyshared_model import items_of
 
     srv = Server()
     srv.now = 1_700_000_000_000
@@ -421,8 +422,9 @@ def test_retention_holds_deferred_entries():
     mine = run("XREADGROUP", "GROUP", "g", "A", "STREAMS", "s", ">")
     stream = client.db.data[b"s"]
     group = stream.groups[b"g"]
-    assert len(mine[0][1]) == 1 and list(group.keyshared.deferred) and fmt(ack_floor(stream, group)) == held
-    run("XACK", "s", "g", mine[0][1][0][0])
+    mine = items_of(mine)
+    assert len(mine) == 1 and list(group.keyshared.deferred) and fmt(ack_floor(stream, group)) == held
+    run("XACK", "s", "g", mine[0][0])
     assert fmt(ack_floor(stream, group)) == held  # nothing pending, but B's entry is not delivered yet
 
 

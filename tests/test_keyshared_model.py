@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 
+import hiredis
 import msgpack
 import pytest
 
@@ -41,6 +42,18 @@ from tests.test_group_effects import assert_pels_counted, dump, replay
 KEY, GROUP = b"s", b"g"
 KEYS = [b"k%d" % i for i in range(300)]
 CONSUMERS = [b"c%d" % i for i in range(6)]
+
+
+def items_of(reply) -> list:
+    """A `>` read's entries for the stream: a plain read's reply items come pre-encoded (Raw), a CLAIM read's as values."""
+    if reply is NULL_ARRAY:
+        return []
+    items = reply[0][1]
+    if isinstance(items, bytes):
+        reader = hiredis.Reader()
+        reader.feed(items)
+        items = reader.gets()
+    return items
 
 
 def owner_of(pending) -> bytes | None:
@@ -206,7 +219,7 @@ class Model:
         if claim:
             options += ["CLAIM", self.rng.choice([0, 2000])]
         reply = self.run("XREADGROUP", "GROUP", GROUP, consumer, *options, "STREAMS", KEY, ">")
-        items = [] if reply is NULL_ARRAY else reply[0][1]
+        items = items_of(reply)
         got = [parse_strict_id(item[0]) for item in items]
         new = [parse_strict_id(item[0]) for item in items if not claim or (item[2] == 0 and item[3] == 0)]
         assert new == sorted(new)
@@ -334,19 +347,64 @@ def test_every_consumer_drains_everything_in_the_end():
     assert live <= model.acked
 
 
+def reference_take(stream, state, name, limit, caps, extra, taken, held, gone) -> int:
+    """read_new's step 1 by brute force (no owner bytes, blocks or cursors): the deferred entries in ID
+    order whose hash the ring gives to name, a hash draining elsewhere held with its later entries."""
+    from server.commands.keyshared import _wire_item
+
+    select = state.ring.select
+    for entry_id, h in list(state.deferred.items()):
+        if len(taken.ids) >= limit:
+            break
+        if select(h) != name:
+            continue
+        if h in held or (h in state.hash_pending and state.hash_owner[h] != name):
+            if h not in held:
+                held.add(h)
+                state.blocked[h] = state.blocked.get(h, 0) + 1
+            continue
+        flat = stream.get(entry_id)
+        if flat is None:
+            gone.append(entry_id)
+            state.deferred.discard(entry_id)
+            continue
+        wire_id = format_id(entry_id)
+        if caps and not caps.admit(wire_id, flat, extra):
+            return len(taken.ids)
+        state.deferred.discard(entry_id)
+        taken.ids.append(entry_id)
+        taken.wids.append(wire_id)
+        taken.wires.append(_wire_item(wire_id, flat))
+        taken.hashes.append(h)
+    return limit
+
+
+def use_reference_paths(monkeypatch) -> None:
+    """read_new with the brute-force step 1 and the per-entry scan (the ring's table, no owner bytes)."""
+    import server.commands.keyshared as keyshared
+
+    monkeypatch.setattr(keyshared, "_take_deferred", reference_take)
+    monkeypatch.setattr(keyshared, "_scan_fast_applies", lambda *args: False)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_the_bulk_paths_decide_as_the_entry_loop(seed, monkeypatch):
-    """read_new's bulk queue take and node-span scan give the same state and effects as its per-entry loop."""
+    """read_new's bulk take of deferred blocks (owner bytes, consumer cursors) and its node-span scan give
+    the same state and effects as its per-entry block walk without cursors, and as a brute-force step 1
+    with the per-entry scan."""
     import server.commands.keyshared as keyshared
 
     outcomes = []
-    for bulk in (True, False):
-        if not bulk:
-            monkeypatch.setattr(keyshared, "_take_queue_fast", lambda *args: False)
+    for mode in ("bulk", "entry", "reference"):
+        if mode == "entry":
+            monkeypatch.setattr(keyshared, "USE_BULK", False)
+            monkeypatch.setattr(keyshared, "USE_CURSORS", False)
             monkeypatch.setattr(keyshared, "_scan_fast_applies", lambda *args: False)
+        if mode == "reference":
+            use_reference_paths(monkeypatch)
         model = Model(1000 + seed)
         for _ in range(250):
             model.step()
             model.check()
         outcomes.append((keyshared_state(model.server), model.batches))
-    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == outcomes[1] == outcomes[2]

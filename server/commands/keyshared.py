@@ -16,20 +16,26 @@ delivery, `XGROUP SETID ... ENTRIESREAD` for the cursor, `XGROUP LEAVE` for a
 leave (also the primary's session-timeout decision), and two effect-only
 subcommands, refused to ordinary clients: `XGROUP JOIN key group consumer`
 (ring membership, in join order) and `XGROUP DEFER|UNDEFER key group id ...`
-(the deferred set). Replayed, they rebuild exactly the same state.
+(the deferred set; a read's scan defers as `XGROUP DEFER key group RANGE first
+last`: every live entry in the range that is neither pending nor deferred).
+Replayed, they rebuild exactly the same state.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
-from collections import deque
+from array import array
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
+
+from hiredis import pack_command
 
 from protocol.errors import ReplyError, arg_text
-from protocol.reply import OK, Entries, Map
+from protocol.reply import OK, Entries, Map, Raw
 from storage.claim import next_count
 from storage.keyshared import NONE_KEY, POINTS, HashRing, KeyShared, _hash_cache, first_held_back, held_back, sticky_hash
+from storage.keyshared_deferred import FREE, OVERFLOW, owner_bytes
 from storage.lag import register_held_back
-from storage.stream import Stream, _expand, expand_rows
+from storage.stream import Stream, _expand
 from storage.stream_id import MAX_ID, format_id, format_ids, parse_strict_id
 
 from ..command import command
@@ -37,6 +43,7 @@ from .args import LLONG_MAX, Cursor, to_int
 from .group_config import setconfig_option
 from .groups import _delivered_ids, delivery_effect, xclaim_effect  # groups.py imports this module last, once these exist
 from .stream_args import lookup_stream, read_stream
+from .streams import wire_entries
 
 register_held_back(lambda stream, group: held_back(group, stream), lambda stream, group: first_held_back(group, stream))  # exact lag (XGROUPLAG, XINFO) counts deferred entries
 
@@ -85,7 +92,7 @@ def make_keyshared(stream: Stream, group, field: bytes) -> None:
         owner = pending.consumer.name if pending.consumer is not None else None  # None: NACKed, pending at nobody
         state.track(entry_id, state.hash_of(stream.get(entry_id)), owner)
     if old is not None:
-        for entry_id in sorted(old.deferred):
+        for entry_id in list(old.deferred):
             state.defer(entry_id, state.hash_of(stream.get(entry_id)))
 
 
@@ -205,14 +212,26 @@ def xgroup_join(ctx, argv):
 
 @command("xgroup|defer", -5, "write", keys=(2, 2, 1), group="stream", summary="Effect: entries a KEYSHARED group passed over (Millrace, internal).", since="8.2.0")
 def xgroup_defer(ctx, argv):
-    """XGROUP DEFER key group [WITHHASH] id [hash] [id [hash] ...] -> OK (replication and AOF loading only).
+    """XGROUP DEFER key group [WITHHASH] id [hash] [id [hash] ...] | RANGE first last -> OK (replication and AOF loading only).
 
     WITHHASH (an AOF rewrite) states each entry's hash: a deferred entry may have been deleted since.
+    RANGE (a read's scan): every live entry from first to last that is neither pending nor deferred.
     """
     _internal(ctx, argv)
     stream, group = _group(ctx, argv[2], argv[3])
     state = group.keyshared
     args = argv[4:]
+    if args and args[0].upper() == b"RANGE":
+        if len(args) != 3:
+            raise ReplyError("ERR syntax error")
+        first, last = parse_strict_id(args[1]), parse_strict_id(args[2])
+        pel, deferred, field = group.pel, state.deferred, state.field
+        for entry_id, node, row in _new_entries(stream, first - 1, 256):
+            if entry_id > last:
+                break
+            if entry_id not in pel and entry_id not in deferred:
+                deferred.add(entry_id, sticky_hash(_key_of(node.fields, row, field)))
+        return OK, [list(argv)]
     if args and args[0].upper() == b"WITHHASH":
         if len(args) % 2 == 0:
             raise ReplyError("ERR syntax error")
@@ -247,11 +266,10 @@ def rewrite_setup(key: bytes, name: bytes, group):
 
 def rewrite_deferred(key: bytes, name: bytes, group, batch: int = 256):
     """AOF rewrite, after the PEL: the deferred set, oldest first."""
-    deferred = group.keyshared.deferred
-    ids = sorted(deferred)
-    for i in range(0, len(ids), batch):
-        part = ids[i : i + batch]
-        yield [b"XGROUP", b"DEFER", key, name, b"WITHHASH", *[x for entry_id in part for x in (format_id(entry_id), b"%d" % deferred[entry_id])]]
+    pairs = list(group.keyshared.deferred.items())
+    for i in range(0, len(pairs), batch):
+        part = pairs[i : i + batch]
+        yield [b"XGROUP", b"DEFER", key, name, b"WITHHASH", *[x for entry_id, h in part for x in (format_id(entry_id), b"%d" % h)]]
 
 
 def setid_hook(ctx, key: bytes, name: bytes, group) -> list:
@@ -307,9 +325,12 @@ def can_deliver(stream: Stream, group, name: bytes) -> bool:
     ring = _ring_for(state, name)
     draining_elsewhere = state.draining_elsewhere
     deferred = state.deferred
-    candidates = state.queues.get(name, ()) if ring is state.ring else sorted(i for i, h in deferred.items() if ring.select(h) == name)
-    for entry_id in candidates:
-        if not draining_elsewhere(deferred[entry_id], name) and stream.get(entry_id) is not None:
+    if ring is state.ring:
+        candidates = deferred.owned_by(name)
+    else:  # not a member yet: as if it had joined
+        candidates = ((i, h) for i, h in deferred.items() if ring.select(h) == name)
+    for entry_id, h in candidates:
+        if not draining_elsewhere(h, name) and stream.get(entry_id) is not None:
             return True
     room = state.lookahead_limit() - len(deferred)
     held: set[int] = set()
@@ -347,40 +368,142 @@ def expire_sessions(stream: Stream, group, key: bytes, group_name: bytes, reader
             effects.append([b"XGROUP", b"LEAVE", key, group_name, member])
 
 
-def _take_queue_fast(stream: Stream, state: KeyShared, name: bytes, queue: list[int], limit: int, delivered, bodies, hashes) -> bool:
-    """The usual queue read in bulk: none of the first `limit` queued hashes is pending anywhere (so none
-    drains) and the rows kept at deferral are all valid (their sealed nodes unchanged and still in the
-    stream, checked once per node). False (nothing done) otherwise: read_new's loop decides."""
-    take = queue[:limit]
-    deferred, rows, row_nodes = state.deferred, state.rows, state.row_nodes
-    hs = list(map(deferred.__getitem__, take))
-    if any(map(state.hash_pending.__contains__, hs)):
-        return False
-    cached = list(map(rows.get, take))
-    if None in cached:
-        return False
-    metas = list(map(row_nodes.__getitem__, take))  # kept with the row, always
-    nodes, keys = stream.nodes, stream.keys
-    fields = None
-    for node, packed in dict.fromkeys(metas):  # each node once (a node hashes by identity)
-        if packed is None or node.packed is not packed or nodes[bisect_right(keys, node.master_id) - 1] is not node:
-            return False
-        if fields is None:
-            fields = node.fields
-        elif node.fields != fields:
-            fields = ()
-    if fields:
-        found = expand_rows(fields, cached)
-    else:
-        found = [_expand(node.fields, row) for (node, _packed), row in zip(metas, cached, strict=True)]
-    delivered += take
-    bodies += found
-    hashes += hs
-    del queue[: len(take)]
-    deque(map(deferred.__delitem__, take), 0)
-    deque(map(rows.__delitem__, take), 0)
-    deque(map(row_nodes.__delitem__, take), 0)
-    return True
+class _Taken:
+    """What one read delivers, in delivery order: IDs, their wire forms, reply items and hashes."""
+
+    __slots__ = ("ids", "wids", "wires", "hashes")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.wids: list[bytes] = []
+        self.wires: list[bytes] = []
+        self.hashes: list[int] = []
+
+
+def _wire_item(wire_id: bytes, flat: list[bytes]) -> bytes:
+    """One entry's reply item ([id, fields]) as the encoder writes it."""
+    return b"*2\r\n$%d\r\n%s\r\n%s" % (len(wire_id), wire_id, pack_command(tuple(flat)))
+
+
+_first = itemgetter(0)
+USE_CURSORS = True  # the consumers' cursors over the deferred blocks (tests turn them off: same decisions, longer walks)
+USE_BULK = True  # _take_deferred's bulk take of a block (tests turn it off: same decisions, entry by entry)
+
+
+def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, caps, extra: int, taken: _Taken, held: set, gone: list) -> int:
+    """Step 1 of read_new: the caller's deferred entries, oldest first, found by their owner byte.
+
+    A hash draining at another consumer is held (with every later entry of it: order). Entries whose
+    stream entry is gone leave the set (`gone`). Returns the limit (lowered when MAXCOUNT/MAXSIZE stop).
+    A block's entries are taken in bulk when none of them needs a decision (`_take_block` otherwise)."""
+    dset = state.deferred
+    me = dset.index.get(name)
+    if me is None or not dset.size:
+        return limit
+    byte = min(me, OVERFLOW)
+    exact = me >= OVERFLOW  # the byte is shared: each entry's owner checked by hash
+    cursors = dset.cursors
+    cursor = cursors.get(byte, 0) if USE_CURSORS and not exact else 0
+    blocks = dset.blocks
+    b = max(bisect_right(dset.firsts, cursor) - 1, 0)
+    hash_pending, hash_owner = state.hash_pending, state.hash_owner
+    first = stream.first_id if stream.length else MAX_ID  # a cached reply item is its entry's from here on (see DeferredSet)
+    ids_out = taken.ids
+    walk = [None, None]  # [first held ID, where the next walk may resume]
+    bulk = USE_BULK and not exact and not caps
+    while b < len(blocks) and walk[1] is None:
+        block = blocks[b]
+        b += 1
+        if not block.live:
+            continue
+        owners, ids = block.owners, block.ids
+        start = bisect_left(ids, cursor) if ids[0] < cursor else 0
+        if bulk and not held:
+            need = limit - len(ids_out)
+            find = owners.find
+            found = []
+            pos = find(byte, start)
+            while pos >= 0 and len(found) < need:
+                found.append(pos)
+                pos = find(byte, pos + 1)
+            if not found:
+                continue
+            hs = list(map(block.hashes.__getitem__, found))
+            wires = list(map(block.wires.__getitem__, found))
+            pending = [h for h in hs if h in hash_pending]
+            if ids[found[0]] >= first and None not in wires and (not pending or all(hash_owner[h] == name for h in pending)):
+                for pos in found:
+                    owners[pos] = FREE
+                block.live -= len(found)
+                dset.size -= len(found)
+                ids_out += map(ids.__getitem__, found)
+                taken.wids += map(block.wids.__getitem__, found)
+                taken.wires += wires
+                taken.hashes += hs
+                if len(ids_out) >= limit:
+                    last = found[-1] + 1
+                    walk[1] = ids[last] if last < len(ids) else ids[-1] + 1
+                continue
+        limit = _take_block(stream, state, dset, block, start, name, byte, exact, first, limit, caps, extra, taken, held, gone, walk)
+    if not exact:
+        first_held, resume = walk
+        if resume is None:
+            resume = blocks[-1].ids[-1] + 1 if blocks else 0
+        cursors[byte] = resume if first_held is None else min(first_held, resume)
+    return limit
+
+
+def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: bytes, byte: int, exact: bool, first: int, limit: int, caps, extra: int, taken: _Taken, held: set, gone: list, walk: list) -> int:
+    """_take_deferred's walk of one block from pos, entry by entry (see there); walk: [first held ID, resume]."""
+    owners, ids, hashes = block.owners, block.ids, block.hashes
+    names, slots = dset.names, dset.slots
+    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    ids_out = taken.ids
+    while True:
+        pos = owners.find(byte, pos)
+        if pos < 0:
+            return limit
+        h = hashes[pos]
+        if exact and names[slots[h]] != name:
+            pos += 1
+            continue
+        entry_id = ids[pos]
+        if h in held or (h in hash_pending and hash_owner[h] != name):  # draining at another consumer
+            if h not in held:
+                held.add(h)
+                blocked[h] = blocked.get(h, 0) + 1
+            if walk[0] is None:
+                walk[0] = entry_id
+            pos += 1
+            continue
+        wire = block.wires[pos] if entry_id >= first and not caps else None
+        if wire is not None:
+            wire_id = block.wids[pos]
+        else:
+            flat = stream.get(entry_id)
+            if flat is None:  # deleted or trimmed since: nothing to deliver
+                gone.append(entry_id)
+                owners[pos] = FREE
+                block.live -= 1
+                dset.size -= 1
+                pos += 1
+                continue
+            wire_id = format_id(entry_id)
+            if caps and not caps.admit(wire_id, flat, extra):
+                walk[1] = entry_id
+                return len(ids_out)  # the budget is spent: nothing more in this read
+            wire = _wire_item(wire_id, flat)
+        owners[pos] = FREE
+        block.live -= 1
+        dset.size -= 1
+        ids_out.append(entry_id)
+        taken.wids.append(wire_id)
+        taken.wires.append(wire)
+        taken.hashes.append(h)
+        pos += 1
+        if len(ids_out) >= limit:
+            walk[1] = ids[pos] if pos < len(ids) else entry_id + 1
+            return limit
 
 
 def _scan_fast_applies(state: KeyShared, group) -> bool:
@@ -388,100 +511,142 @@ def _scan_fast_applies(state: KeyShared, group) -> bool:
     last = group.last_id
     if group.pel and group.pel.last() > last:
         return False
-    return all(not queue or queue[-1] <= last for queue in state.queues.values())
+    return next(state.deferred.irange(last + 1), None) is None
 
 
-def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: int, room: int, delivered, bodies, hashes):
-    """The scan past last-delivered-id a node span at a time: keys, hashes and owners by C-level maps,
-    the caller's entries found with list.index, the runs between them deferred in bulk.
-    Same decisions as the loop in read_new (which runs when _scan_fast_applies() is false)."""
-    (slots, names), field = state.ring.table(), state.field
-    me = names.index(name)
+def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: int, room: int, taken: _Taken) -> tuple[list[int], int]:
+    """Step 2 of read_new a node span at a time: keys, hashes and owner bytes by C-level maps, the caller's
+    entries found with bytearray.find, the span up to where the read stops kept whole in the deferred
+    blocks with its entries' reply items (formatted here, once, while the node's rows are at hand).
+    Same decisions as _scan_slow (which runs when _scan_fast_applies() is false or MAXCOUNT/MAXSIZE apply).
+    -> (scanned IDs, how many were deferred)."""
+    dset, field = state.deferred, state.field
+    slots, names = dset.slots, dset.names
+    me = dset.index.get(name, -1)
+    byte = min(me, OVERFLOW) if me >= 0 else FREE  # FREE: never found in fresh owner bytes
+    exact = me >= OVERFLOW
     hash_get = _hash_cache.get
     hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
-    deferred, rows, row_nodes, queues = state.deferred, state.rows, state.row_nodes, state.queues
-    appenders: dict = {}
+    ids_out, wids_out, wires_out, hashes_out = taken.ids, taken.wids, taken.wires, taken.hashes
     scanned: list[int] = []
-    newly: list[int] = []
-
-    def defer_run(run_ids, run_hashes, run_owners, run_rows, node, packed) -> None:
-        deferred.update(zip(run_ids, run_hashes, strict=True))
-        rows.update(zip(run_ids, run_rows, strict=True))
-        row_nodes.update(dict.fromkeys(run_ids, (node, packed)))
-        for slot, entry_id in zip(run_owners, run_ids, strict=True):
-            append = appenders.get(slot)
-            if append is None:
-                owner = names[slot]
-                queue = queues.get(owner)
-                if queue is None:
-                    queue = queues[owner] = []
-                append = appenders[slot] = queue.append
-            append(entry_id)
-        newly.extend(run_ids)
-
+    newly = 0
     room = max(room, 0)  # a leave's release can overfill the deferred set
-    chunk = min(max(need, 64), 4096)
     while need > 0:
+        chunk = min(need + room, 4096)  # each entry is delivered (need) or deferred (room): no further
         spans = stream.spans(after + 1, MAX_ID, chunk)
         if not spans:
             break
-        for node, ids, node_rows, lo, hi in spans:
-            seg_ids, seg_rows, fields = ids[lo:hi], node_rows[lo:hi], node.fields
-            if field in fields:
-                index = fields.index(field)
-                keys = [row[index] if row[0] is not None else _key_of(fields, row, field) for row in seg_rows]
+        for node, node_ids, node_rows, lo, hi in spans:
+            seg_ids, seg_rows, fields = node_ids[lo:hi], node_rows[lo:hi], node.fields
+            if field in fields and None not in map(_first, seg_rows):  # (None: an entry with its own field names)
+                keys = list(map(itemgetter(fields.index(field)), seg_rows))
             else:
                 keys = [_key_of(fields, row, field) for row in seg_rows]
             hs = list(map(hash_get, keys))
             if None in hs:
                 hs = [h if h is not None else sticky_hash(k) for h, k in zip(hs, keys, strict=True)]
-            owners = list(map(slots.__getitem__, hs))  # indexes into names
-            packed, n, pos = node.packed, len(seg_ids), 0
+            owners = owner_bytes(slots, len(names), hs)
+            n = len(seg_ids)
+            pos = 0
+            cut = n
+            mine: list[int] = []
             stop = False
-            while pos < n:
-                try:
-                    mine = owners.index(me, pos)
-                except ValueError:
-                    mine = n
-                if mine > pos:  # other consumers' entries: deferred, as far as the look-ahead allows
-                    run = min(mine - pos, room)
-                    if run:
-                        end = pos + run
-                        defer_run(seg_ids[pos:end], hs[pos:end], owners[pos:end], seg_rows[pos:end], node, packed)
-                        room -= run
-                    if run < mine - pos:
-                        pos += run
-                        stop = True
-                        break
-                    pos = mine
-                if mine == n:
+            while True:
+                at = owners.find(byte, pos)
+                end = n if at < 0 else at
+                if end - pos > room:  # other consumers' entries: deferred as far as the look-ahead allows
+                    cut = pos + room
+                    room = 0
+                    stop = True
                     break
-                h = hs[mine]
-                if h in hash_pending and hash_owner[h] != name:  # the caller's hash drains elsewhere: it waits
+                room -= end - pos
+                if at < 0:
+                    break
+                h = hs[at]
+                if (exact and names[slots[h]] != name) or (h in hash_pending and hash_owner[h] != name):
+                    # another consumer's (a shared byte), or the caller's hash draining elsewhere: it waits
                     if room <= 0:
+                        cut = at
                         stop = True
                         break
-                    blocked[h] = blocked.get(h, 0) + 1
-                    defer_run(seg_ids[mine : mine + 1], hs[mine : mine + 1], owners[mine : mine + 1], seg_rows[mine : mine + 1], node, packed)
                     room -= 1
-                else:
-                    delivered.append(seg_ids[mine])
-                    bodies.append(_expand(fields, seg_rows[mine]))
-                    hashes.append(h)
-                    need -= 1
-                    if not need:
-                        pos = mine + 1
-                        stop = True
-                        break
-                pos = mine + 1
-            scanned.extend(seg_ids[:pos])
+                    if not exact or names[slots[h]] == name:
+                        blocked[h] = blocked.get(h, 0) + 1
+                    pos = at + 1
+                    continue
+                owners[at] = FREE
+                mine.append(at)
+                need -= 1
+                pos = at + 1
+                if not need:
+                    cut = pos
+                    stop = True
+                    break
+            if cut:
+                if cut < n:
+                    seg_ids, seg_rows, hs, owners = seg_ids[:cut], seg_rows[:cut], hs[:cut], owners[:cut]
+                wids = format_ids(seg_ids)
+                wires = wire_entries(None, fields, seg_rows, wids)
+                if mine:
+                    ids_out += map(seg_ids.__getitem__, mine)
+                    wids_out += map(wids.__getitem__, mine)
+                    wires_out += map(wires.__getitem__, mine)
+                    hashes_out += map(hs.__getitem__, mine)
+                live = cut - len(mine)
+                if live:
+                    dset.add_span(seg_ids, array("H", hs), owners, live, wids, wires)
+                    newly += live
+                scanned += seg_ids
             if stop:
                 return scanned, newly
-            after = seg_ids[-1]
+            after = node_ids[hi - 1]
     return scanned, newly
 
 
-def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None, extra: int = 0) -> Entries | None:
+def _scan_slow(stream: Stream, state: KeyShared, group, name: bytes, limit: int, count: int, caps, extra: int, taken: _Taken) -> tuple[list[int], int]:
+    """Step 2 of read_new entry by entry (pending or deferred entries after the cursor, MAXCOUNT/MAXSIZE)."""
+    deferred = state.deferred
+    room = state.lookahead_limit() - len(deferred)
+    (slots, names), field, pel = state.ring.table(), state.field, group.pel
+    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    chunk = 256 if not count else max(count - len(taken.ids), 16)
+    scanned: list[int] = []
+    newly = 0
+    first_taken = set(taken.ids)  # step 1 delivered them (after the cursor only after a leave): pending by now
+    for entry_id, node, row in _new_entries(stream, group.last_id, chunk):
+        if len(taken.ids) >= limit:
+            break
+        if entry_id in pel or entry_id in deferred or entry_id in first_taken:
+            scanned.append(entry_id)
+            continue
+        fields = node.fields
+        h = sticky_hash(_key_of(fields, row, field))
+        draining = h in hash_pending and hash_owner[h] != name
+        # (an older deferred entry of h would be the caller's, met in step 1: delivered, or held because
+        # h drains elsewhere, which `draining` sees too; so no check for it here)
+        if names[slots[h]] == name and not draining:
+            wire_id = format_id(entry_id)
+            flat = _expand(fields, row)
+            if caps and not caps.admit(wire_id, flat, extra):
+                break  # over MAXCOUNT/MAXSIZE: it stays after the cursor
+            taken.ids.append(entry_id)
+            taken.wids.append(wire_id)
+            taken.wires.append(_wire_item(wire_id, flat))
+            taken.hashes.append(h)
+            scanned.append(entry_id)
+            continue
+        if room <= 0:
+            break  # the look-ahead is full: this entry stays after the cursor
+        room -= 1
+        if draining:
+            blocked[h] = blocked.get(h, 0) + 1
+        deferred.add(entry_id, h)
+        newly += 1
+        scanned.append(entry_id)
+    return scanned, newly
+
+
+def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_name: bytes, count: int, now: int, effects: list, caps=None, extra: int = 0, raw: bool = True):
     """`XREADGROUP ... >` in a KEYSHARED group, one atomic step (Pulsar's dispatcher, PIP-379):
 
     1. the caller's deferred entries, oldest first, whose hash does not drain at another consumer;
@@ -493,142 +658,66 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
     MAXCOUNT/MAXSIZE (caps, read_caps.py) stop the read at the first entry they do not admit:
     it stays deferred, or after the cursor (`extra`: reply bytes per entry beyond [id, fields]).
     `loading`: a loading or replica client's read (no session-timeout decisions there).
+    `raw`: the reply pre-encoded (Raw); else Entries of [wire ID, fields] (XREADGROUP ... CLAIM).
+    Effects: UNDEFER of deferred entries found deleted, XCLAIM of the delivered ones, `XGROUP DEFER
+    ... RANGE first last` for what the scan passed over (every live entry in the scanned range that is
+    neither pending nor deferred yet: exactly what this read deferred), SETID.
     """
     state = group.keyshared
     name = consumer.name
-    if not loading:
+    if not loading and state.session_timeout:
         expire_sessions(stream, group, key, group_name, name, now, effects)
-    join_for_read(key, group_name, group, name, effects)
+    if name not in state.ring.member_set:
+        join_for_read(key, group_name, group, name, effects)
     limit = count or (1 << 62)
-    delivered: list[int] = []
-    bodies: list[list[bytes]] = []
-    hashes: list[int] = []
-    held: set[int] = set()  # hashes passed over in this read: their later entries wait too (order)
-    deferred, rows, row_nodes = state.deferred, state.rows, state.row_nodes
-    hash_pending, hash_owner = state.hash_pending, state.hash_owner
-    blocked = state.blocked
+    taken = _Taken()
+    held: set[int] = set()  # hashes held back in step 1: their later entries wait too (order)
     gone: list[int] = []
-    queue = state.queues.get(name)
-    if queue and not caps and _take_queue_fast(stream, state, name, queue, limit, delivered, bodies, hashes):
-        queue = None  # the fast path took what the queue could give (see _take_queue_fast)
-    if queue:
-        kept: list[int] = []
-        taken: list[int] = []
-        position = 0
-        nodes, keys = stream.nodes, stream.keys
-        for entry_id in queue:
-            if len(delivered) >= limit:
-                break
-            position += 1
-            h = deferred[entry_id]
-            if h in held or (h in hash_pending and hash_owner[h] != name):  # draining at another consumer
-                if h not in held:
-                    held.add(h)
-                    blocked[h] = blocked.get(h, 0) + 1
-                kept.append(entry_id)
-                continue
-            fields = None
-            row = rows.get(entry_id)
-            if row is not None:  # the row kept at deferral, while its sealed node is unchanged and still there
-                node, packed = row_nodes[entry_id]
-                if packed is not None and node.packed is packed and nodes[bisect_right(keys, entry_id) - 1] is node:
-                    fields = _expand(node.fields, row)
-            if fields is None:
-                fields = stream.get(entry_id)
-                if fields is None:
-                    gone.append(entry_id)
-                    continue
-            if caps and not caps.admit(format_id(entry_id), fields, extra):
-                position -= 1
-                limit = len(delivered)  # the budget is spent: nothing more in this read
-                break
-            delivered.append(entry_id)
-            bodies.append(fields)
-            hashes.append(h)
-            taken.append(entry_id)
-        if gone or taken:
-            state.queues[name] = kept + queue[position:]
-            state.undefer(gone + taken, requeue=False)
+    if state.deferred.size:
+        limit = _take_deferred(stream, state, name, limit, caps, extra, taken, held, gone)
     if gone:
         effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
     scanned: list[int] = []
-    newly: list[int] = []
-    if len(delivered) < limit and not caps and _scan_fast_applies(state, group):
-        room = state.lookahead_limit() - len(deferred)
-        scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(delivered), room, delivered, bodies, hashes)
-    elif len(delivered) < limit:
-        room = state.lookahead_limit() - len(deferred)
-        (slots, names), field, pel = state.ring.table(), state.field, group.pel
-        queues = state.queues
-        chunk = 256 if not count else max(count - len(delivered), 16)
-        hash_cache = _hash_cache
-        for entry_id, node, row in _new_entries(stream, group.last_id, chunk):
-            if len(delivered) >= limit:
-                break
-            if entry_id in pel or entry_id in deferred:
-                scanned.append(entry_id)
-                continue
-            fields = node.fields
-            if row[0] is not None and field in fields:
-                key_value = row[fields.index(field)]
-            else:
-                key_value = _key_of(fields, row, field)
-            h = hash_cache.get(key_value) or sticky_hash(key_value)
-            owner = names[slots[h]]
-            draining = h in hash_pending and hash_owner[h] != name
-            # (an older deferred entry of h would be in the caller's queue, met above: delivered, or
-            # held because h drains elsewhere, which `draining` sees too; so no check for it here)
-            if owner == name and not draining:
-                body = _expand(fields, row)
-                if caps and not caps.admit(format_id(entry_id), body, extra):
-                    break  # over MAXCOUNT/MAXSIZE: it stays after the cursor
-                delivered.append(entry_id)
-                bodies.append(body)
-                hashes.append(h)
-                scanned.append(entry_id)
-                continue
-            if room <= 0:
-                break  # the look-ahead is full: this entry stays after the cursor
-            room -= 1
-            if draining:
-                blocked[h] = blocked.get(h, 0) + 1
-            deferred[entry_id] = h  # KeyShared.defer(), inline: the hottest line of a KEYSHARED read
-            owned = queues.get(owner)
-            if owned is None:
-                queues[owner] = [entry_id]
-            elif not owned or entry_id > owned[-1]:
-                owned.append(entry_id)
-            else:
-                insort(owned, entry_id)
-            rows[entry_id] = row
-            row_nodes[entry_id] = (node, node.packed)
-            newly.append(entry_id)
-            scanned.append(entry_id)
-    if newly:
-        effects.append([b"XGROUP", b"DEFER", key, group_name, *format_ids(newly)])
+    newly = 0
+    if len(taken.ids) < limit:
+        if not caps and _scan_fast_applies(state, group):
+            room = state.lookahead_limit() - len(state.deferred)
+            scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(taken.ids), room, taken)
+        else:
+            scanned, newly = _scan_slow(stream, state, group, name, limit, count, caps, extra, taken)
+    defer_effect = [b"XGROUP", b"DEFER", key, group_name, b"RANGE", format_id(scanned[0]), format_id(scanned[-1])] if newly else None
     if scanned:
         group.advance_many(stream, scanned)
+    delivered = taken.ids
     if not delivered:
+        if defer_effect:
+            effects.append(defer_effect)
         if scanned:
             effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
         return None
-    if len(delivered) > 1 and delivered != sorted(delivered):  # the queue's entries, then newer ones: rarely out of order
+    wire_ids, wires, hashes = taken.wids, taken.wires, taken.hashes
+    if len(delivered) > 1 and delivered != sorted(delivered):  # deferred entries, then newer ones: rarely out of order
         order = sorted(range(len(delivered)), key=delivered.__getitem__)
         delivered = [delivered[i] for i in order]
-        bodies = [bodies[i] for i in order]
+        wire_ids = [wire_ids[i] for i in order]
+        wires = [wires[i] for i in order]
         hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
     state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred
+    hash_pending, hash_owner = state.hash_pending, state.hash_owner
     for h in hashes:
         hash_pending[h] = hash_pending.get(h, 0) + 1
         hash_owner[h] = name
     consumer.active_time = now
-    wire_ids = format_ids(delivered)
     _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
     effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
+    if defer_effect:
+        effects.append(defer_effect)
     if scanned:
         effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
-    return Entries(map(list, zip(wire_ids, bodies, strict=True)))
+    if raw:
+        return Raw(b"*%d\r\n%s" % (len(wires), b"".join(wires)))
+    return Entries([wire_id, stream.get(entry_id)] for wire_id, entry_id in zip(wire_ids, delivered, strict=True))
 
 
 # -- claims: a hash moves as a whole ------------------------------------------------------
@@ -705,7 +794,7 @@ def claim_read_rest(stream: Stream, group, consumer, group_name: bytes, room: in
     if room is None or room > 0:
         from .claim import _claim_bytes
 
-        new = read_new(False, stream, group, consumer, key, group_name, room or 0, now, effects, caps, _claim_bytes(0, 0))
+        new = read_new(False, stream, group, consumer, key, group_name, room or 0, now, effects, caps, _claim_bytes(0, 0), raw=False)
         if new:
             reply += [[wire_id, fields, 0, 0] for wire_id, fields in new]
     return reply or None
@@ -772,6 +861,7 @@ def xinfo_keyshared(ctx, argv):
     for entry_id, h in state.pel_hash.items():
         if h in draining and (h not in oldest or entry_id < oldest[h]):
             oldest[h] = entry_id
+    queues = state.queues
     names = sorted(set(group.consumers) | set(state.ring.members))
     if len(argv) == 5:
         names = [n for n in names if n == argv[4]]
@@ -788,7 +878,7 @@ def xinfo_keyshared(ctx, argv):
         consumers.append(
             Map({
                 b"name": name, b"member": int(name in state.ring.members), b"hash-ranges": ranges.get(name, []),
-                b"deferred": len(state.queues.get(name, ())) if name in state.ring.members else 0,
+                b"deferred": len(queues.get(name, ())) if name in state.ring.members else 0,
                 b"draining-hashes": hashes,
             })  # fmt: skip
         )
