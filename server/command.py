@@ -36,7 +36,7 @@ class Command:
     group: str = "generic"
     summary: str = ""
     since: str = "1.0.0"
-    complexity: str = "O(1)"
+    complexity: str | None = "O(1)"  # None: Redis's JSON gives none (MONITOR, PSYNC)
     subcommands: dict[bytes, Command] = field(default_factory=dict)
     parent: Command | None = None
     # derived from flags and arity once, read on the hot path
@@ -100,7 +100,7 @@ def command(
     group: str = "generic",
     summary: str = "",
     since: str = "1.0.0",
-    complexity: str = "O(1)",
+    complexity: str | None = "O(1)",
     loading_max_args: int = 0,
 ) -> Callable[[Callable], Callable]:
     """Declare a command (or `parent|sub` subcommand) and register its handler.
@@ -142,4 +142,4 @@ def command(
 
 def container(name: str, group: str = "generic", summary: str = "", since: str = "1.0.0") -> None:
     """Declare a command whose work is done by subcommands (CONFIG, CLIENT, XINFO...)."""
-    command(name, -2, "", group=group, summary=summary, since=since)(None)
+    command(name, -2, "", group=group, summary=summary, since=since, complexity="Depends on subcommand.")(None)

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from protocol.reply import Map, Set, Simple
 
 _TOKENS = re.compile(r"\.\.\.|[\[\]<>|¦]|[^\s\[\]<>|¦]+")
-_INTEGER_NAMES = {"count", "timeout", "index", "numkeys", "db", "seconds", "milliseconds", "port", "client-id", "id-or-count", "idmp-duration", "idmp-maxsize"}
+_INTEGER_NAMES = {
+    "count", "timeout", "index", "numkeys", "db", "seconds", "milliseconds", "port", "client-id", "id-or-count",
+    "idmp-duration", "idmp-maxsize", "cursor", "increment", "decrement", "offset", "index1", "index2", "numreplicas",
+    "numlocal", "bits", "destination-db", "maxage", "entries-added", "ms", "min-match-len",
+}  # fmt: skip
 _PIPE, _LOOSE, _DOTS = "|", "¦", "..."  # `a|b` binds words, `a b | c d` binds phrases
 
 
@@ -27,22 +31,29 @@ class Arg:
     flags: list[str] = field(default_factory=list)
     arguments: list[Arg] = field(default_factory=list)
     since: str | None = None
-    display: bool = False  # a pure token with display_text, as Redis 8's JSON-generated docs give them
+    display: bool | str = False  # a str is shown instead of the name (`ip:port`); pure tokens always show one
+    deprecated_since: str | None = None
 
-    def reply(self) -> Map:
+    def reply(self, keys: list[int] | None = None) -> Map:
+        """Redis's argument map; `keys` numbers the key arguments in order (Redis's key_spec_index)."""
+        keys = keys if keys is not None else [0, 0]
         out = Map({b"name": self.name.encode(), b"type": self.type.encode()})
-        if self.type not in ("pure-token", "oneof", "block") or self.display:
-            out[b"display_text"] = self.name.encode()
+        if self.type not in ("oneof", "block"):
+            out[b"display_text"] = (self.display if isinstance(self.display, str) else self.name).encode()
         if self.type == "key":
-            out[b"key_spec_index"] = 0
+            next_key, last_spec = keys
+            out[b"key_spec_index"] = min(next_key, last_spec)
+            keys[0] += 1
         if self.token is not None:
             out[b"token"] = self.token.encode()
         if self.since is not None:
             out[b"since"] = self.since.encode()
         if self.flags:
             out[b"flags"] = Set([Simple(f.encode()) for f in self.flags])
+        if self.deprecated_since is not None:
+            out[b"deprecated_since"] = self.deprecated_since.encode()
         if self.arguments:
-            out[b"arguments"] = [a.reply() for a in self.arguments]
+            out[b"arguments"] = [a.reply(keys) for a in self.arguments]
         return out
 
 
@@ -53,8 +64,10 @@ def _is_token(word: str) -> bool:
 def _word(word: str) -> Arg:
     if _is_token(word):
         return Arg(word.lower() if word.isalnum() else word, "pure-token", token=word)
-    if word in ("key", "source", "destination") or word.endswith("key"):
+    if word in ("key", "source", "destination") or word.endswith("key") or re.fullmatch(r"key\d+", word):
         kind = "key"
+    elif word.startswith("unix-time"):
+        kind = "unix-time"
     elif word == "pattern":
         kind = "pattern"
     elif word in _INTEGER_NAMES:
@@ -132,8 +145,10 @@ def _sequence(tokens: list[str], pos: int, closer: str | None) -> tuple[list, in
                         args[0].flags.append("multiple")
                     else:
                         del items[-len(repeated):]
-                        items.append(Arg("_".join(a.name for a in args), "block", flags=["multiple"], arguments=args))
+                        items.append(Arg("data", "block", flags=["multiple"], arguments=args))  # Redis's name for them
                     continue
+                if len(repeated) == 1 and isinstance(repeated[0], Arg):  # `[channel ...]`: zero or more
+                    repeated[0].flags.append("multiple")
                 inner = repeated
             node = _group(inner)
             if node is not None:
@@ -176,19 +191,26 @@ def syntax_line(handler, full_name: str) -> str | None:
 
 
 # Argument trees declared in full (Redis's JSON names: `condition`, `strategy`, blocks with tokens),
-# for commands whose docs must match Redis's exactly; see server/commands/stream_docs.py.
+# for commands whose docs must match Redis's exactly; see server/commands/stream_docs.py and redis_docs.py.
 DECLARED: dict[str, list[Arg]] = {}
+# COMMAND DOCS `doc_flags` (`deprecated`, `syscmd`) and, for deprecated commands, (deprecated_since, replaced_by).
+DOC_FLAGS: dict[str, tuple[str, ...]] = {}
+DEPRECATED: dict[str, tuple[str, str]] = {}
 # COMMAND DOCS `history`: (version, what changed), oldest first, as Redis's JSON lists them.
 HISTORY: dict[str, list[tuple[str, str]]] = {}
 
 
-def arguments(handler, full_name: str) -> list[Map]:
-    """Redis's COMMAND DOCS `arguments` for a command, [] when its syntax is unknown or empty."""
+def arguments(handler, full_name: str, key_specs: int = 1) -> list[Map]:
+    """Redis's COMMAND DOCS `arguments` for a command, [] when its syntax is unknown or empty.
+
+    The nth key argument refers to the nth of the command's `key_specs` key specs (the last one
+    when there are fewer specs than key arguments, as LCS's key1 and key2 share one range)."""
+    keys = [0, max(key_specs - 1, 0)]
     declared = DECLARED.get(full_name)
     if declared is not None:
-        return [item.reply() for item in declared]
+        return [item.reply(keys) for item in declared]
     text = syntax_line(handler, full_name)
     if not text:
         return []
     items, _ = _sequence(_TOKENS.findall(re.sub(r"\s+\|\s+", " ¦ ", text)), 0, None)
-    return [item.reply() for item in items if isinstance(item, Arg)]
+    return [item.reply(keys) for item in items if isinstance(item, Arg)]

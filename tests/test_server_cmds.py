@@ -421,7 +421,7 @@ def test_command_docs_arguments_from_syntax(server):
     fields = dict(zip(docs[::2], docs[1::2], strict=True))
     (block,) = fields[b"arguments"]
     assert block == [
-        b"name", b"parameter_value", b"type", b"block", b"flags", [b"multiple"],
+        b"name", b"data", b"type", b"block", b"flags", [b"multiple"],
         b"arguments", [
             [b"name", b"parameter", b"type", b"string", b"display_text", b"parameter"],
             [b"name", b"value", b"type", b"string", b"display_text", b"value"],

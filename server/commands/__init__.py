@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     memory,
     persistence,
     pubsub,
+    redis_docs,
     replication,
     retention,
     server,

@@ -19,12 +19,12 @@ def acl_whoami(ctx, argv):
     return b"default"
 
 
-@command("acl|users", 2, "admin noscript loading stale", group="server", summary="Lists all ACL users.", since="6.0.0")
+@command("acl|users", 2, "admin noscript loading stale", group="server", summary="Lists all ACL users.", since="6.0.0", complexity="O(N). Where N is the number of configured users.")
 def acl_users(ctx, argv):
     return [b"default"]
 
 
-@command("acl|list", 2, "admin noscript loading stale", group="server", summary="Dumps the effective rules in ACL file format.", since="6.0.0")
+@command("acl|list", 2, "admin noscript loading stale", group="server", summary="Dumps the effective rules in ACL file format.", since="6.0.0", complexity="O(N). Where N is the number of configured users.")
 def acl_list(ctx, argv):
     """ACL LIST: the default user's rules; its password as Redis shows it, a SHA-256."""
     password = ctx.server.config["requirepass"]
@@ -32,7 +32,7 @@ def acl_list(ctx, argv):
     return [f"user default on {secret} sanitize-payload ~* &* +@all".encode()]
 
 
-@command("acl|cat", -2, "noscript loading stale", group="server", summary="Lists the ACL categories, or the commands inside a category.", since="6.0.0")
+@command("acl|cat", -2, "noscript loading stale", group="server", summary="Lists the ACL categories, or the commands inside a category.", since="6.0.0", complexity="O(1) since the categories and commands are a fixed set.")
 def acl_cat(ctx, argv):
     """ACL CAT [category]"""
     if len(argv) == 2:

@@ -121,7 +121,7 @@ def client_info_cmd(ctx, argv):
     return Verbatim((client_info(ctx, current=current) + "\n").encode("latin-1"))
 
 
-@command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0")
+@command("client|list", -2, "admin noscript loading stale", group="connection", summary="Lists open connections.", since="2.4.0", complexity="O(N) where N is the number of client connections")
 def client_list(ctx, argv):
     """CLIENT LIST [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [ID client-id [client-id ...]]"""
     clients = ctx.server.clients
@@ -146,7 +146,7 @@ def client_list(ctx, argv):
     return Verbatim("".join(lines).encode("latin-1"))
 
 
-@command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0")
+@command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0", complexity="O(N) where N is the number of client connections")
 def client_kill(ctx, argv):
     """CLIENT KILL [ID client-id] [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [USER username] [ADDR ip:port] [LADDR ip:port] [SKIPME YES|NO] [MAXAGE maxage]
 
@@ -257,7 +257,7 @@ def client_reply(ctx, argv):
     raise ReplyError(SYNTAX)
 
 
-@command("client|unblock", -3, "admin noscript loading stale", group="connection", summary="Unblocks a client blocked by a blocking command from a different connection.", since="5.0.0")
+@command("client|unblock", -3, "admin noscript loading stale", group="connection", summary="Unblocks a client blocked by a blocking command from a different connection.", since="5.0.0", complexity="O(log N) where N is the number of client connections")
 def client_unblock(ctx, argv):
     """CLIENT UNBLOCK client-id [TIMEOUT|ERROR] -> 1 if a blocked client was released."""
     if len(argv) > 4:
@@ -304,7 +304,7 @@ def client_pause(ctx, argv):
     return OK
 
 
-@command("client|unpause", 2, "admin noscript loading stale", group="connection", summary="Resumes processing commands from paused clients.", since="6.2.0")
+@command("client|unpause", 2, "admin noscript loading stale", group="connection", summary="Resumes processing commands from paused clients.", since="6.2.0", complexity="O(N) Where N is the number of paused clients")
 def client_unpause(ctx, argv):
     """CLIENT UNPAUSE"""
     server = ctx.server

@@ -76,7 +76,7 @@ def quit_(ctx, argv):
     return OK
 
 
-@command("auth", -2, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Authenticates the connection.")
+@command("auth", -2, "noscript loading stale fast no-auth allow-busy", group="connection", summary="Authenticates the connection.", complexity="O(N) where N is the number of passwords defined for the user")
 def auth(ctx, argv):
     """AUTH [username] password"""
     if len(argv) > 3:

@@ -232,19 +232,21 @@ def command_info(cmd: Command) -> list:
 
 def command_docs(cmd: Command) -> Map:
     """One value of COMMAND DOCS."""
-    docs = Map(
-        {
-            b"summary": cmd.summary.encode(),
-            b"since": cmd.since.encode(),
-            b"group": cmd.group.encode(),
-            b"complexity": cmd.complexity.encode(),
-        }
-    )
+    docs = Map({b"summary": cmd.summary.encode(), b"since": cmd.since.encode(), b"group": cmd.group.encode()})
+    if cmd.complexity is not None:
+        docs[b"complexity"] = cmd.complexity.encode()
+    doc_flags = syntax.DOC_FLAGS.get(cmd.name)
+    if doc_flags:
+        docs[b"doc_flags"] = Set([Simple(flag.encode()) for flag in doc_flags])
+    deprecated = syntax.DEPRECATED.get(cmd.name)
+    if deprecated is not None:
+        docs[b"deprecated_since"] = deprecated[0].encode()
+        docs[b"replaced_by"] = deprecated[1].encode()
     history = syntax.HISTORY.get(cmd.name)
     if history:
-        docs[b"history"] = [[version.encode(), change.encode()] for version, change in history]
+        docs[b"history"] = Set([[version.encode(), change.encode()] for version, change in history])  # a set in RESP3, as Redis
     try:
-        arguments = syntax.arguments(cmd.handler, cmd.name)
+        arguments = syntax.arguments(cmd.handler, cmd.name, len(key_spec_rows(cmd)))
     except Exception:  # a syntax line the parser cannot read: no argument docs, never an error
         arguments = []
     if arguments:
@@ -273,7 +275,7 @@ def command_count(ctx, argv):
     return len(COMMANDS)
 
 
-@command("command|info", -2, "loading stale", group="server", summary="Returns information about one, multiple or all commands.", since="2.8.13")
+@command("command|info", -2, "loading stale", group="server", summary="Returns information about one, multiple or all commands.", since="2.8.13", complexity="O(N) where N is the number of commands to look up")
 def command_info_cmd(ctx, argv):
     """COMMAND INFO [command-name [command-name ...]]: null for unknown names; all without names."""
     if len(argv) == 2:
@@ -285,7 +287,7 @@ def command_info_cmd(ctx, argv):
     return result
 
 
-@command("command|docs", -2, "loading stale", group="server", summary="Returns documentary information about one, multiple or all commands.", since="7.0.0")
+@command("command|docs", -2, "loading stale", group="server", summary="Returns documentary information about one, multiple or all commands.", since="7.0.0", complexity="O(N) where N is the number of commands to look up")
 def command_docs_cmd(ctx, argv):
     """COMMAND DOCS [command-name [command-name ...]] -> map of name to docs; unknown names left out."""
     if len(argv) == 2:
@@ -298,7 +300,7 @@ def command_docs_cmd(ctx, argv):
     return result
 
 
-@command("command|list", -2, "loading stale", group="server", summary="Returns a list of command names.", since="7.0.0")
+@command("command|list", -2, "loading stale", group="server", summary="Returns a list of command names.", since="7.0.0", complexity="O(N) where N is the total number of Redis commands")
 def command_list(ctx, argv):
     """COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]"""
     names = all_names()
@@ -336,14 +338,14 @@ def _keys_for(argv: list[bytes]) -> tuple[Command, list[int]]:
     return cmd, positions
 
 
-@command("command|getkeys", -3, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.", since="2.8.13")
+@command("command|getkeys", -3, "loading stale", group="server", summary="Extracts the key names from an arbitrary command.", since="2.8.13", complexity="O(N) where N is the number of arguments to the command")
 def command_getkeys(ctx, argv):
     """COMMAND GETKEYS command [arg [arg ...]]"""
     _cmd, positions = _keys_for(argv)
     return [argv[2 + i] for i in positions]
 
 
-@command("command|getkeysandflags", -3, "loading stale", group="server", summary="Extracts the key names and access flags for an arbitrary command.", since="7.0.0")
+@command("command|getkeysandflags", -3, "loading stale", group="server", summary="Extracts the key names and access flags for an arbitrary command.", since="7.0.0", complexity="O(N) where N is the number of arguments to the command")
 def command_getkeysandflags(ctx, argv):
     """COMMAND GETKEYSANDFLAGS command [arg [arg ...]]"""
     cmd, positions = _keys_for(argv)

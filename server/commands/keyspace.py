@@ -23,7 +23,7 @@ ULONG_MAX = (1 << 64) - 1
 
 
 @command("del", -2, "write", keys=(1, -1, 1), group="generic", summary="Deletes one or more keys.",
-         complexity="O(N) where N is the number of keys that will be removed.")
+         complexity="O(N) where N is the number of keys that will be removed. When a key to remove holds a value other than a string, the individual complexity for this key is O(M) where M is the number of elements in the list, set, sorted set or hash. Removing a single key that holds a string value is O(1).")
 def del_(ctx, argv):
     """DEL key [key ...] -> number of keys removed; propagates DEL of those only."""
     db, now = ctx.db, ctx.server.now
@@ -33,13 +33,13 @@ def del_(ctx, argv):
 
 @command("unlink", -2, "write fast", keys=(1, -1, 1), group="generic", since="4.0.0",
          summary="Asynchronously deletes one or more keys.",
-         complexity="O(1) for each key removed regardless of its size.")
+         complexity="O(1) for each key removed regardless of its size. Then the command does O(N) work in a different thread in order to reclaim memory, where N is the number of allocations the deleted objects where composed of.")
 def unlink(ctx, argv):
     """UNLINK key [key ...]: DEL (memory is reclaimed by Python either way)."""
     return del_(ctx, argv)
 
 
-@command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic", since="3.0.3",
+@command("exists", -2, "readonly fast", keys=(1, -1, 1), group="generic", since="1.0.0",
          summary="Determines whether one or more keys exist.", complexity="O(N) where N is the number of keys to check.")
 def exists(ctx, argv):
     """EXISTS key [key ...] -> how many of the arguments exist (repeats count again)."""
@@ -71,7 +71,7 @@ def type_(ctx, argv):
 
 
 @command("keys", 2, "readonly", group="generic", summary="Returns all key names that match a pattern.",
-         complexity="O(N) with N being the number of keys in the database")
+         complexity="O(N) with N being the number of keys in the database, under the assumption that the key names in the database and the given pattern have limited length.")
 def keys(ctx, argv):
     """KEYS pattern -> matching live keys, in no particular order."""
     return ctx.db.keys(argv[1], ctx.server.now)
@@ -100,7 +100,7 @@ def parse_cursor(arg: bytes) -> int:
 
 @command("scan", -2, "readonly", group="generic", since="2.8.0",
          summary="Iterates over the key names in the database.",
-         complexity="O(1) for every call. O(N) for a complete iteration.")
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
 def scan(ctx, argv):
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] -> [next cursor, keys].
 

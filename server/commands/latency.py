@@ -66,7 +66,7 @@ def _histogram(cmd: Command) -> Map:
 
 
 @command("latency|histogram", -2, _FLAGS, group="server",
-         summary="Returns the cumulative distribution of latencies of a subset or all commands.", since="7.0.0")
+         summary="Returns the cumulative distribution of latencies of a subset or all commands.", since="7.0.0", complexity="O(N) where N is the number of commands with latency information being retrieved.")
 def latency_histogram(ctx, argv):
     """LATENCY HISTOGRAM [command [command ...]]: {command: {calls, histogram_usec: {µs: cumulative calls}}}: the named commands (a container
     brings its subcommands; unknown names are skipped), or every command with durations."""

@@ -15,7 +15,7 @@ def _persistence(ctx):
     return persistence
 
 
-@command("save", 1, "admin noscript no-async-loading no-multi", group="server", summary="Synchronously saves the database(s) to disk.")
+@command("save", 1, "admin noscript no-async-loading no-multi", group="server", summary="Synchronously saves the database(s) to disk.", complexity="O(N) where N is the total number of keys in all databases")
 def save(ctx, argv):
     persistence = _persistence(ctx)
     if persistence.child is not None and persistence.child.kind == "rdb":

@@ -60,7 +60,7 @@ def slaveof(ctx, argv):
     return _replicaof(ctx, argv)
 
 
-@command("psync", -3, "admin noscript no-async-loading no-multi", group="server", summary="An internal command used in replication.", since="2.8.0")
+@command("psync", -3, "admin noscript no-async-loading no-multi", group="server", summary="An internal command used in replication.", since="2.8.0", complexity=None)
 def psync(ctx, argv):
     """PSYNC replid offset [FAILOVER]: +CONTINUE and the backlog, or +FULLRESYNC and a snapshot, then the stream.
 

@@ -71,7 +71,7 @@ def monitor_line(client, argv: list[bytes], now: float) -> bytes:
     return f"+{now:.6f} [{client.db.id} {client.addr}] {args}\r\n".encode()
 
 
-@command("monitor", 1, "admin noscript loading stale", group="server", summary="Listens for all requests received by the server in real-time.")
+@command("monitor", 1, "admin noscript loading stale", group="server", summary="Listens for all requests received by the server in real-time.", complexity=None)
 def monitor(ctx, argv):
     """MONITOR: as Redis's monitorCommand, refused inside EXEC (a DENY BLOCKING client) and silent when repeated."""
     if ctx.in_exec:
@@ -98,7 +98,7 @@ def info(ctx, argv):
 container("config", group="server", summary="A container for server configuration commands.", since="2.0.0")
 
 
-@command("config|get", -3, "admin noscript loading stale", group="server", summary="Returns the effective values of configuration parameters.", since="2.0.0")
+@command("config|get", -3, "admin noscript loading stale", group="server", summary="Returns the effective values of configuration parameters.", since="2.0.0", complexity="O(N) when N is the number of configuration parameters provided")
 def config_get(ctx, argv):
     """CONFIG GET parameter [parameter ...] -> map of every match."""
     config = ctx.server.config
@@ -114,7 +114,7 @@ def config_get(ctx, argv):
     return Map(result)
 
 
-@command("config|set", -4, "admin noscript loading stale", group="server", summary="Sets configuration parameters in-flight.", since="2.0.0")
+@command("config|set", -4, "admin noscript loading stale", group="server", summary="Sets configuration parameters in-flight.", since="2.0.0", complexity="O(N) when N is the number of configuration parameters provided")
 def config_set(ctx, argv):
     """CONFIG SET parameter value [parameter value ...]: all or nothing."""
     if len(argv) % 2:
@@ -290,7 +290,7 @@ def _local(ctx) -> bool:
     return is_local(ctx.addr.rsplit(":", 1)[0])
 
 
-@command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.")
+@command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.", complexity="Depends on subcommand.")
 def debug(ctx, argv):
     """DEBUG subcommand [arg [arg ...]]: the introspection and test hooks that make sense here."""
     allowed = ctx.server.config["enable-debug-command"]
@@ -324,7 +324,7 @@ def debug(ctx, argv):
 container("function", group="scripting", summary="A container for function commands.", since="7.0.0")
 
 
-@command("function|list", -2, "noscript", group="scripting", summary="Returns information about all libraries.", since="7.0.0")
+@command("function|list", -2, "noscript", group="scripting", summary="Returns information about all libraries.", since="7.0.0", complexity="O(N) where N is the number of functions")
 def function_list(ctx, argv):
     """FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE] -> [] (no libraries)."""
     index = 2
@@ -341,7 +341,7 @@ def function_list(ctx, argv):
     return []
 
 
-@command("function|flush", -2, "write noscript", group="scripting", summary="Deletes all libraries and functions.", since="7.0.0")
+@command("function|flush", -2, "write noscript", group="scripting", summary="Deletes all libraries and functions.", since="7.0.0", complexity="O(N) where N is the number of functions deleted")
 def function_flush(ctx, argv):
     """FUNCTION FLUSH [ASYNC|SYNC]"""
     if len(argv) > 3:
@@ -392,7 +392,7 @@ def lastsave(ctx, argv):
     return int(ctx.server.lastsave)
 
 
-@command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.")
+@command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.", complexity="O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
 def shutdown(ctx, argv):
     """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server exits cleanly."""
     save = nosave = abort = False
@@ -430,7 +430,7 @@ def shutdown(ctx, argv):
 container("slowlog", group="server", summary="A container for slow log commands.", since="2.2.12")
 
 
-@command("slowlog|get", -2, "admin loading stale", group="server", summary="Returns the slow log's entries.", since="2.2.12")
+@command("slowlog|get", -2, "admin loading stale", group="server", summary="Returns the slow log's entries.", since="2.2.12", complexity="O(N) where N is the number of entries returned")
 def slowlog_get(ctx, argv):
     """SLOWLOG GET [count] -> newest entries first: id, time, µs, arguments, address, name."""
     entries = ctx.server.slowlog.entries
@@ -451,7 +451,7 @@ def slowlog_len(ctx, argv):
     return len(ctx.server.slowlog.entries)
 
 
-@command("slowlog|reset", 2, "admin loading stale", group="server", summary="Clears all entries from the slow log.", since="2.2.12")
+@command("slowlog|reset", 2, "admin loading stale", group="server", summary="Clears all entries from the slow log.", since="2.2.12", complexity="O(N) where N is the number of entries in the slowlog")
 def slowlog_reset(ctx, argv):
     ctx.server.slowlog.entries.clear()
     return OK
@@ -473,6 +473,6 @@ SLOWLOG_HELP = [
 ]
 
 
-@command("slowlog|help", 2, "loading stale", group="server", summary="Show helpful text about the different subcommands.", since="6.2.0")
+@command("slowlog|help", 2, "loading stale", group="server", summary="Show helpful text about the different subcommands", since="6.2.0")
 def slowlog_help(ctx, argv):
     return help_reply(SLOWLOG_HELP)

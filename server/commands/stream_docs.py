@@ -12,7 +12,7 @@ from ..syntax import DECLARED, HISTORY, Arg
 
 
 def _token(name: str, token: str, since: str | None = None) -> Arg:
-    return Arg(name, "pure-token", token=token, since=since, display=True)
+    return Arg(name, "pure-token", token=token, since=since)
 
 
 def _condition() -> Arg:
@@ -65,7 +65,7 @@ def _idmp() -> Arg:
 # XADD as Redis 8.2.3's COMMAND DOCS gives it (tests/test_r8_docs.py), with 8.6's IDMP options after the policies.
 DECLARED["xadd"] = [
     Arg("key", "key"),
-    Arg("nomkstream", "pure-token", token="NOMKSTREAM", since="6.2.0", flags=["optional"], display=True),
+    Arg("nomkstream", "pure-token", token="NOMKSTREAM", since="6.2.0", flags=["optional"]),
     _condition(),
     _idmp(),
     _trim(optional=True),

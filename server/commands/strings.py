@@ -71,7 +71,7 @@ def _expire_ms(ctx, arg: bytes, flags: int, name: str) -> int:
     return when
 
 
-@command("set", -3, "write denyoom", keys=(1, 1, 1), group="string", summary="Sets the string value of a key, ignoring its type.",
+@command("set", -3, "write denyoom", keys=(1, 1, 1), group="string", summary="Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
          complexity="O(1)")
 def set_(ctx, argv):
     """SET key value [NX | XX] [GET] [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]"""
@@ -197,27 +197,27 @@ def _incr(ctx, key: bytes, delta: int):
     return result, [[b"SET", key, encoded, b"KEEPTTL"]]
 
 
-@command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Increments the integer value of a key by one.")
+@command("incr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.")
 def incr(ctx, argv):
     """INCR key"""
     return _incr(ctx, argv[1], 1)
 
 
-@command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Decrements the integer value of a key by one.")
+@command("decr", 2, "write denyoom fast", keys=(1, 1, 1), group="string", summary="Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.")
 def decr(ctx, argv):
     """DECR key"""
     return _incr(ctx, argv[1], -1)
 
 
 @command("incrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
-         summary="Increments the integer value of a key by a number.")
+         summary="Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.")
 def incrby(ctx, argv):
     """INCRBY key increment"""
     return _incr(ctx, argv[1], to_int(argv[2]))
 
 
 @command("decrby", 3, "write denyoom fast", keys=(1, 1, 1), group="string",
-         summary="Decrements a number from the integer value of a key.")
+         summary="Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.")
 def decrby(ctx, argv):
     """DECRBY key decrement"""
     delta = to_int(argv[2])
@@ -227,7 +227,7 @@ def decrby(ctx, argv):
 
 
 @command("append", 3, "write denyoom fast", keys=(1, 1, 1), group="string", since="2.0.0",
-         summary="Appends a string to the value of a key. Creates the key if it doesn't exist.")
+         summary="Appends a string to the value of a key. Creates the key if it doesn't exist.", complexity="O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation.")
 def append(ctx, argv):
     """APPEND key value -> the new length; the TTL stays."""
     key, db = argv[1], ctx.db
@@ -347,7 +347,7 @@ def getex(ctx, argv):
 
 @command("getrange", 4, "readonly", keys=(1, 1, 1), group="string", since="2.4.0",
          summary="Returns a substring of the string stored at a key.",
-         complexity="O(N) where N is the length of the returned string.")
+         complexity="O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
 def getrange(ctx, argv):
     """GETRANGE key start end: inclusive, negative indexes count from the end."""
     start, end = to_int(argv[2]), to_int(argv[3])
@@ -368,14 +368,14 @@ def getrange(ctx, argv):
 
 
 @command("substr", 4, "readonly", keys=(1, 1, 1), group="string", summary="Returns a substring from a string value.",
-         complexity="O(N) where N is the length of the returned string.")
+         complexity="O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.")
 def substr(ctx, argv):
     """SUBSTR key start end"""
     return getrange(ctx, argv)
 
 
 @command("setrange", 4, "write denyoom", keys=(1, 1, 1), group="string", since="2.2.0",
-         summary="Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.")
+         summary="Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", complexity="O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument.")
 def setrange(ctx, argv):
     """SETRANGE key offset value -> the new length; zero bytes pad a gap."""
     offset = to_int(argv[2])
