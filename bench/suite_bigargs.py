@@ -4,6 +4,8 @@
   the argument (target <= 1.3), and the worst PING latency of another client meanwhile.
 - wide XADD: one XADD with 1,000,000 field-value pairs: time to the reply (target <= 4x Redis) and
   peak RSS growth (target <= 2x Redis).
+- replicated argument: the large argument applied by a replica: time until its offset catches up
+  with the primary's, and its peak RSS growth (VmHWM) over the argument.
 
 Split from the `hardening` suite, whose fairness run takes minutes, so these run on their own
 (`python -m bench bigargs`, `--millrace-root` to compare a checkout from before a change). RSS is
@@ -67,10 +69,52 @@ def wide_xadd(env: Env, servers: dict) -> list[Row]:
     return [took, growth]
 
 
+def _vm_hwm(server) -> int:
+    """The process's peak RSS so far (VmHWM): a replica's peak needs no sampling thread."""
+    with open(f"/proc/{server.pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def _caught_up(primary, replica, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        theirs = replica.info("replication")
+        if theirs.get("master_link_status") == "up" and theirs.get("slave_repl_offset") == primary.info("replication").get("master_repl_offset"):
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the replica did not catch up")
+
+
+def replicated_argument(env: Env, servers: dict) -> list[Row]:
+    """The large argument on a replica: the time from the primary's reply to the replica's offset
+    catching up, and the replica's peak RSS growth (VmHWM) over the argument."""
+    size = env.pick(64, 16) << 20
+    took = Row(SUITE, f"{size >> 20} MB SET applied by a replica", "s")
+    growth = Row(SUITE, f"replica's peak RSS growth / the {size >> 20} MB argument", "x")
+    value = b"v" * size
+    for kind, primary in servers.items():
+        primary.flushall()
+        with env.server(kind, "--replicaof", "127.0.0.1", str(primary.port)) as replica:
+            _caught_up(primary, replica)
+            before = _vm_hwm(replica)
+            with socket.create_connection(("127.0.0.1", primary.port), timeout=300) as sock:
+                sock.sendall(pack("SET", "big", value))
+                assert sock.recv(16) == b"+OK\r\n"
+            start = time.perf_counter()
+            _caught_up(primary, replica)
+            setattr(took, kind, time.perf_counter() - start)
+            setattr(growth, kind, (_vm_hwm(replica) - before) / size)
+        primary.flushall()
+    return [took, growth]
+
+
 def run(env: Env) -> list[Row]:
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
         servers = {kind: stack.enter_context(env.server(kind)) for kind in env.kinds("redis", "millrace")}
-        for part in (large_argument, wide_xadd):
+        for part in (large_argument, wide_xadd, replicated_argument):
             rows += part(env, servers)
     return rows

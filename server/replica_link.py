@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-
-import hiredis
+from collections import deque
 
 from persistence import aof as aoffile
 from persistence import snapshot
+from protocol.reader import RequestReader
 from protocol.reply import Error
 from storage.keyspace import Database
 
@@ -211,8 +211,11 @@ class MasterLink:
         server = self.server
         replication = server.replication
         client = self.client
-        parser = hiredis.Reader()  # our primary's stream is canonical RESP: each command's size is computed
-        raw = b""  # stream bytes not yet counted in our offset
+        # Our primary's stream is canonical RESP (each command's size is computed): read as a client's
+        # requests are, so a big argument is held once (protocol.bigarg), with no limit on lengths or
+        # on what is buffered, which Redis does not apply to its primary either.
+        parser = RequestReader(max_bulk_len=_UNLIMITED, max_query_buffer=_UNLIMITED)
+        raw: deque[bytes] = deque()  # stream bytes not yet counted in our offset, as read
         parsed = 0  # of them, those of commands already applied (inside an open MULTI)
         self.send_ack()
         while True:
@@ -221,26 +224,23 @@ class MasterLink:
                 raise EOFError("the primary closed the connection")
             self.last_io = time.time()
             server.clock()
-            raw += chunk
-            parser.feed(chunk)
+            raw.append(chunk)
+            commands, error = parser.feed(chunk)
             counted = 0
             self.ack_asked = False
             try:
-                while (argv := parser.gets()) is not False:
-                    if type(argv) is not list or not argv or not all(type(arg) is bytes for arg in argv):
-                        raise ReplicationError(f"unexpected data in the replication stream: {argv!r:.80}")
+                for argv in commands:
                     self._apply(client, argv)
                     parsed += _encoded_size(argv)
                     if client.multi is None:
                         # Counted only outside a transaction, as Redis's reploff: a link lost between
                         # MULTI and EXEC asks for the whole transaction again.
                         counted = parsed
-            except hiredis.ProtocolError as exc:
-                raise ReplicationError(f"protocol error in the replication stream: {exc}") from None
+                if error is not None:
+                    raise ReplicationError(f"protocol error in the replication stream: {error}")
             finally:
-                if counted:  # counted and passed on once per read
-                    replication.feed_bytes(raw[:counted])
-                    raw = raw[counted:]
+                if counted:  # counted and passed on once per read, read by read (no copy of a big command)
+                    _pass_on(replication, raw, counted)
                     parsed -= counted
             replication.flush()
             if self.ack_asked:  # GETACK: answered with the offset of everything this read applied
@@ -349,6 +349,22 @@ def become_primary(server) -> None:
     server._propagated_db = -1
     server.update_refusing()
     log.info("MASTER MODE enabled (user request from '%s')", "REPLICAOF NO ONE")
+
+
+_UNLIMITED = 1 << 62  # proto-max-bulk-len and client-query-buffer-limit do not bind the primary's stream
+
+
+def _pass_on(replication, raw: deque[bytes], size: int) -> None:
+    """Count and pass on the first `size` bytes held in `raw` (the reads since the last count)."""
+    while size:
+        part = raw[0]
+        if len(part) <= size:
+            raw.popleft()
+        else:
+            raw[0] = part[size:]
+            part = part[:size]
+        replication.feed_bytes(part)
+        size -= len(part)
 
 
 def _encoded_size(argv: list[bytes]) -> int:
