@@ -148,7 +148,7 @@ def client_list(ctx, argv):
 
 @command("client|kill", -3, "admin noscript loading stale", group="connection", summary="Terminates open connections.", since="2.4.0", complexity="O(N) where N is the number of client connections")
 def client_kill(ctx, argv):
-    """CLIENT KILL [ID client-id] [TYPE NORMAL|MASTER|REPLICA|PUBSUB] [USER username] [ADDR ip:port] [LADDR ip:port] [SKIPME YES|NO] [MAXAGE maxage]
+    """CLIENT KILL [ID client-id] [TYPE NORMAL|MASTER|SLAVE|REPLICA|PUBSUB] [USER username] [ADDR ip:port] [LADDR ip:port] [SKIPME YES|NO] [MAXAGE maxage]
 
     The old form `CLIENT KILL ip:port` answers OK or "No such client".
     """
