@@ -66,4 +66,5 @@ RULES: dict[str, Callable[[object, Effects], int]] = {
     "del": _per_effect, "unlink": _per_effect, "mset": _per_effect, "msetnx": _per_effect,
     "xack": _per_effect, "xdel": _per_effect, "xclaim": _per_effect, "xautoclaim": _per_effect,
     "xreadgroup": _xreadgroup, "xtrim": _reply_count, "xgroup|createconsumer": _createconsumer,
+    "xnack": _reply_count,  # one per NACKed ID, as XACK and XCLAIM count theirs (Redis 8.8's own count is not documented)
 }  # fmt: skip
