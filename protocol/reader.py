@@ -531,9 +531,14 @@ class RequestReader:
 
     def _feed_direct(self, data: bytes, commands: list) -> int:
         """Go on with the `BigRequest`: bytes of data it takes. client-query-buffer-limit is checked
-        as for any request cut by a read (`_pending`): after its headers, and not once it is whole."""
+        as for any request cut by a read (`_pending`): after its headers, and not once it is whole.
+        An argument after the big one whose size cannot be reserved closes the link as that limit does."""
         request = self._direct
-        end = request.feed(data)
+        try:
+            end = request.feed(data)
+        except MemoryError:
+            self._direct = None
+            raise QueryBufferLimit("no memory for the request") from None
         if end >= 0:
             commands.append(request.argv)
             self._direct = None

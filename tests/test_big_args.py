@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from protocol import bigarg as bigarg_module
 from protocol import reader as reader_module
 from protocol.bigarg import BIG_ARG, BigRequest, args_before
 from protocol.reader import RequestReader
@@ -177,6 +178,34 @@ def test_args_before_and_a_request_read_byte_by_byte():
     assert rest[at + 1 :] == b"PING\r\n" and done == 1
     assert request.argv == [b"MSET", b"a", value, b"b", b"", b"c", value[:7]]
     assert type(request.argv[2]) is bytes and hash(request.argv[2]) == hash(bytes(value))
+
+
+def test_no_memory_for_a_big_argument(monkeypatch):
+    """When the address space for an argument cannot be had: the first big one stays with hiredis
+    (the same commands), one after it closes the link without a reply, as the query buffer limit."""
+    monkeypatch.setattr(reader_module, "BIG_ARG", SMALL_BIG)
+    real = bigarg_module.blank
+    data = pack(b"MSET", b"a", b"x" * 500, b"b", b"y" * 300) + pack(b"PING")
+    cuts = [30, 200, 600, 700]
+
+    def refused(size):
+        raise MemoryError
+
+    monkeypatch.setattr(bigarg_module, "blank", refused)
+    assert sum((commands for commands, _ in reads(data, cuts, False, False, 512 << 20, 1 << 30)), []) == [
+        [b"MSET", b"a", b"x" * 500, b"b", b"y" * 300], [b"PING"]
+    ]
+    calls = []
+
+    def second_refused(size):
+        calls.append(size)
+        if len(calls) > 1:
+            raise MemoryError
+        return real(size)
+
+    monkeypatch.setattr(bigarg_module, "blank", second_refused)
+    out = reads(data, cuts, False, False, 512 << 20, 1 << 30)
+    assert calls == [500, 300] and out[-1] == ([], "") and all(commands == [] for commands, _ in out)
 
 
 def test_the_real_threshold_is_big():
