@@ -3,7 +3,7 @@
 tests/test_idmp.py drives IDMP through an in-process server and reads XINFO's
 counters; the hint that decides when expiry runs (`oldest_ms`, a lower bound
 of the tracked entry IDs' ms) and the snapshot round trip were left unguarded.
-Here seeded random record / record_new / configure / expire calls at random
+Here seeded random record / configure / expire calls at random
 times are compared with a model of per-producer FIFOs, and after each step:
 
 - expiry_due(now) answers the threshold whenever some tracked iid is due
@@ -107,10 +107,7 @@ def test_idmp_matches_the_model(seed: int) -> None:
             iid = b"%d" % rng.randrange(1_000_000)
             if idmp.lookup(pid, iid) is not None:
                 continue
-            if rng.random() < 0.5:
-                idmp.record(pid, iid, entry_id)
-            else:
-                idmp.record_new(pid, idmp.producers.get(pid), iid, entry_id)
+            idmp.record(pid, iid, entry_id)
             model.record(pid, iid, entry_id)
             assert idmp.lookup(pid, iid) == entry_id
         elif roll < 0.85:
@@ -152,7 +149,7 @@ def test_iids_of_millisecond_zero_expire_on_time() -> None:
     idmp = Idmp(1, 10)
     idmp.record(b"p", b"a", 1)  # 0-1
     idmp.record(b"q", b"b", 5000 << 64)
-    idmp.record_new(b"q", idmp.producers[b"q"], b"c", 6000 << 64)
+    idmp.record(b"q", b"c", 6000 << 64)
     assert idmp.expiry_due(1000) is None  # 0 is not yet older than 1000 - 1000
     assert idmp.expiry_due(1001) == 1
     assert Idmp.load(idmp.dump()).expiry_due(1001) == 1
