@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from itertools import repeat
 
 from .keyshared_deferred import DeferredSet
 
@@ -297,9 +298,8 @@ class KeyShared:
 
     def forget(self, entry_ids) -> None:
         """Pending entries acknowledged or dropped: their hashes' counts go down, drained hashes are released."""
-        pel_hash, hash_pending = self.pel_hash, self.hash_pending
-        for entry_id in entry_ids:
-            hash_value = pel_hash.pop(entry_id, None)
+        hash_pending, hash_owner, blocked = self.hash_pending, self.hash_owner, self.blocked
+        for hash_value in map(self.pel_hash.pop, entry_ids, repeat(None)):
             if hash_value is None:
                 continue
             left = hash_pending[hash_value] - 1
@@ -307,8 +307,9 @@ class KeyShared:
                 hash_pending[hash_value] = left
             else:
                 del hash_pending[hash_value]
-                del self.hash_owner[hash_value]
-                self.blocked.pop(hash_value, None)
+                del hash_owner[hash_value]
+                if blocked:
+                    blocked.pop(hash_value, None)
 
     def draining_elsewhere(self, hash_value: int, name: bytes) -> bool:
         """Whether hash_value has pending entries at a consumer other than name."""

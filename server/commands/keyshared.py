@@ -430,8 +430,7 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
                 continue
             hs = list(map(block.hashes.__getitem__, found))
             wires = list(map(block.wires.__getitem__, found))
-            pending = [h for h in hs if h in hash_pending]
-            if ids[found[0]] >= first and None not in wires and (not pending or all(hash_owner[h] == name for h in pending)):
+            if ids[found[0]] >= first and None not in wires and (hash_pending.keys().isdisjoint(hs) or all(hash_owner.get(h, name) == name for h in hs)):
                 for pos in found:
                     owners[pos] = FREE
                 block.live -= len(found)
@@ -511,7 +510,8 @@ def _scan_fast_applies(state: KeyShared, group) -> bool:
     last = group.last_id
     if group.pel and group.pel.last() > last:
         return False
-    return next(state.deferred.irange(last + 1), None) is None
+    blocks = state.deferred.blocks
+    return not blocks or blocks[-1].ids[-1] <= last or next(state.deferred.irange(last + 1), None) is None
 
 
 def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: int, room: int, taken: _Taken) -> tuple[list[int], int]:
@@ -704,10 +704,10 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
     state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred
-    hash_pending, hash_owner = state.hash_pending, state.hash_owner
+    hash_pending = state.hash_pending
     for h in hashes:
         hash_pending[h] = hash_pending.get(h, 0) + 1
-        hash_owner[h] = name
+    state.hash_owner.update(dict.fromkeys(hashes, name))
     consumer.active_time = now
     _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
     effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
