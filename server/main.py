@@ -20,7 +20,7 @@ import time
 from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
-from . import REDIS_VERSION, __version__, output_limits, retention
+from . import REDIS_VERSION, __version__, keyshared_sessions, output_limits, retention
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import PARAMS, Config, ConfigError
@@ -322,6 +322,8 @@ def _cron(server: Server) -> None:
         server.latency.add("expire-cycle", expiry_ns // 1_000_000)
     if server.idmp_keys:
         idmp_expire_cycle(server)
+    if server.keyshared_keys:
+        keyshared_sessions.cron(server, now)  # KEYSHARED members past SESSION-TIMEOUT leave, also without reads
     if server.blocking.ready:
         server.serve_ready()
     sample_ops(server, now)

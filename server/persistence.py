@@ -30,6 +30,7 @@ from storage.keyspace import Database
 from .client import LoadingClient
 from .commands.idmp import register_loaded as idmp_register_loaded
 from .fork import fork, reap
+from .keyshared_sessions import register_loaded as keyshared_register_loaded
 
 log = logging.getLogger("millrace")
 
@@ -211,6 +212,7 @@ class Persistence:
         self.loaded_keys = loaded.keys - expired
         self.loaded_expired = expired
         idmp_register_loaded(server)  # the IDMP expiry cron goes on for the loaded streams (redis#14869)
+        keyshared_register_loaded(server)  # and the KEYSHARED session-timeout cron
 
     def _restore_replication(self, loaded: snapshot.Snapshot) -> None:
         """The replication ID and offset a snapshot recorded (Redis's RDB aux fields).

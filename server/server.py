@@ -63,7 +63,7 @@ class Server:
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
-        "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys",
+        "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
     )
 
@@ -111,6 +111,7 @@ class Server:
         self.idle_checked = 0  # when the cron last looked for clients idle past `timeout`
         self.active_expire = True  # DEBUG SET-ACTIVE-EXPIRE
         self.idmp_keys: dict[tuple[int, bytes], object] = {}  # (db, key) -> stream with IDMP state, for its expiry cron
+        self.keyshared_keys: dict[tuple[int, bytes], object] = {}  # (db, key) -> stream with KEYSHARED session timeouts (keyshared_sessions.py)
         self.shutdown: Callable[[], object] | None = None  # set by the listener: stops the event loop
         self.shutdown_save = self.shutdown_nosave = False  # SHUTDOWN's SAVE / NOSAVE for the shutdown hooks
         self.startup_hooks: list[Callable[[], None]] = []  # persistence: load before accepting clients

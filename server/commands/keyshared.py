@@ -139,8 +139,18 @@ def _parse_number(option: bytes, high: int):
     return parse
 
 
-def _apply_session_timeout(ctx, stream: Stream, name: bytes, group, value: int) -> None:
-    group.keyshared.session_timeout = value
+def _parse_session_timeout(ctx, stream: Stream, group, cursor: Cursor):
+    value, args = _parse_number(b"SESSION-TIMEOUT", LLONG_MAX)(ctx, stream, group, cursor)
+    return (value, cursor.argv[2]), args
+
+
+def _apply_session_timeout(ctx, stream: Stream, name: bytes, group, value: tuple[int, bytes]) -> None:
+    """The timeout, and the stream registered for the primary's session cron (server/keyshared_sessions.py)."""
+    from ..keyshared_sessions import register
+
+    group.keyshared.session_timeout, key = value
+    if group.keyshared.session_timeout:
+        register(ctx.server, ctx.db.id, key, stream)
 
 
 def _apply_lookahead(ctx, stream: Stream, name: bytes, group, value: int) -> None:
@@ -151,7 +161,7 @@ def _apply_lookahead(ctx, stream: Stream, name: bytes, group, value: int) -> Non
 # (server/commands/group_config.py parses every option before applying any; SESSION-TIMEOUT and
 # LOOKAHEAD need the group to be KEYSHARED already or a KEYSHARED field before them).
 setconfig_option(b"KEYSHARED", _parse_keyshared, _apply_keyshared)
-setconfig_option(b"SESSION-TIMEOUT", _parse_number(b"SESSION-TIMEOUT", LLONG_MAX), _apply_session_timeout)
+setconfig_option(b"SESSION-TIMEOUT", _parse_session_timeout, _apply_session_timeout)
 setconfig_option(b"LOOKAHEAD", _parse_number(b"LOOKAHEAD", 1_000_000), _apply_lookahead)
 
 
