@@ -13,7 +13,8 @@
   one consumer `A` (unacknowledged); then `B` joins the KEYSHARED group, and the
   hashes the ring moves to B drain at A. The KEYSHARED group's extra memory
   (Millrace's RSS growth for its read, less the plain group's for the same
-  read) is divided by the draining hashes XINFO KEYSHARED reports, and by the
+  read, both after an unmeasured NOACK read of the same size so that the
+  reply's transient memory is in RSS already) is divided by the draining hashes XINFO KEYSHARED reports, and by the
   pending hashes. Draining is derived from the PEL index here, so B's join
   itself allocates nothing per hash; PIP-379 estimates 52-80 bytes per
   draining hash in Pulsar. RSS figures are noisy at this size.
@@ -94,9 +95,13 @@ def _flat_map(reply) -> dict:
 def drain_memory(server: Server, keys: int, env: Env) -> tuple[int, int, int]:
     """(draining hashes, pending hashes, extra bytes of the KEYSHARED group's read over the plain group's)."""
     load_pipelined(server, (pack("XADD", "bench:drain", "*", "key", f"user-{i}", "v", "1") for i in range(keys)))
+    server.call("XGROUP", "CREATE", "bench:drain", "warm", "0")
     server.call("XGROUP", "CREATE", "bench:drain", "plain", "0")
     server.call("XGROUP", "CREATE", "bench:drain", "ks", "0", "KEYSHARED", "key")
-    server.call("XADD", "bench:warm", "*", "f", "v")  # settle the allocator a little before measuring
+    # A first read of the same size, unmeasured: the reply's transient memory is in RSS before either
+    # measured read (else the plain read's growth includes it and the KEYSHARED read reuses it)
+    reply = server.call("XREADGROUP", "GROUP", "warm", "W", "NOACK", "STREAMS", "bench:drain", ">")
+    del reply
     before = server.rss_bytes()
     reply = server.call("XREADGROUP", "GROUP", "plain", "A", "STREAMS", "bench:drain", ">")
     del reply
