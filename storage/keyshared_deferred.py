@@ -280,6 +280,7 @@ class DeferredSet:
         if block.owners[pos] == FREE:
             return None
         block.owners[pos] = FREE
+        block.wires[pos] = block.wids[pos] = None
         block.live -= 1
         self.size -= 1
         return block.hashes[pos]

@@ -35,6 +35,7 @@ from server.rewrite import keyspace_commands
 from server.server import Server
 from storage.consumer_group import dump_groups, load_groups
 from storage.keyshared import NONE_KEY, point_hashes, sticky_hash
+from storage.keyshared_deferred import FREE
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, parse_strict_id
 from tests.test_group_effects import assert_pels_counted, dump, replay
@@ -279,6 +280,8 @@ class Model:
         for entry_id, _fields in stream.range(0, group.last_id):
             assert entry_id in pending or entry_id in deferred or entry_id in self.acked, f"{format_id(entry_id)} lost"
         assert len(deferred - self.released) <= ks.lookahead_limit()  # a leave's release may overshoot, a scan never
+        for block in ks.deferred.blocks:  # memory follows the set: a position no longer deferred keeps no reply item
+            assert all(w is None for w, o in zip(block.wires, block.owners, strict=True) if o == FREE)
         queued = sorted(i for q in ks.queues.values() for i in q)
         assert queued == sorted(deferred)
         for name, queue in ks.queues.items():

@@ -441,14 +441,16 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
             hs = list(map(block.hashes.__getitem__, found))
             wires = list(map(block.wires.__getitem__, found))
             if ids[found[0]] >= first and None not in wires and (hash_pending.keys().isdisjoint(hs) or all(hash_owner.get(h, name) == name for h in hs)):
-                for pos in found:
-                    owners[pos] = FREE
-                block.live -= len(found)
-                dset.size -= len(found)
                 ids_out += map(ids.__getitem__, found)
-                taken.wids += map(block.wids.__getitem__, found)
+                block_wids, block_wires = block.wids, block.wires
+                taken.wids += map(block_wids.__getitem__, found)
                 taken.wires += wires
                 taken.hashes += hs
+                for pos in found:  # taken: no longer deferred, its reply item no longer kept
+                    owners[pos] = FREE
+                    block_wires[pos] = block_wids[pos] = None
+                block.live -= len(found)
+                dset.size -= len(found)
                 if len(ids_out) >= limit:
                     last = found[-1] + 1
                     walk[1] = ids[last] if last < len(ids) else ids[-1] + 1
@@ -493,6 +495,7 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
             if flat is None:  # deleted or trimmed since: nothing to deliver
                 gone.append(entry_id)
                 owners[pos] = FREE
+                block.wires[pos] = block.wids[pos] = None
                 block.live -= 1
                 dset.size -= 1
                 pos += 1
@@ -503,6 +506,7 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
                 return len(ids_out)  # the budget is spent: nothing more in this read
             wire = _wire_item(wire_id, flat)
         owners[pos] = FREE
+        block.wires[pos] = block.wids[pos] = None
         block.live -= 1
         dset.size -= 1
         ids_out.append(entry_id)
@@ -602,6 +606,8 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
                     wids_out += map(wids.__getitem__, mine)
                     wires_out += map(wires.__getitem__, mine)
                     hashes_out += map(hs.__getitem__, mine)
+                    for at in mine:  # delivered now: the block keeps no reply item for them
+                        wires[at] = wids[at] = None
                 live = cut - len(mine)
                 if live:
                     dset.add_span(seg_ids, array("H", hs), owners, live, wids, wires)
