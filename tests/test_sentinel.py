@@ -43,7 +43,7 @@ class Sentinels:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
                 f"sentinel monitor mymaster 127.0.0.1 {primary_port} 2\n"
-                "sentinel down-after-milliseconds mymaster 1000\n"
+                "sentinel down-after-milliseconds mymaster 2000\n"  # 1 s saw a second failover at load 5
                 "sentinel failover-timeout mymaster 6000\n"
                 "sentinel parallel-syncs mymaster 2\n"
             )
