@@ -15,7 +15,10 @@ server's business (the loader replays them through the command table).
 
 from __future__ import annotations
 
+import mmap
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hiredis import pack_command
@@ -67,14 +70,14 @@ def encode_batch(batch: list[list[bytes]]) -> bytes:
 # -- decoding ------------------------------------------------------------------
 
 
-def parse_commands(data: bytes, path: str, start: int = 0):
-    """Yield (argv, end offset) for each complete command in data from start.
+def parse_commands(data: bytes | mmap.mmap, path: str, start: int = 0, stop: int | None = None):
+    """Yield (argv, end offset) for each complete command in data[start:stop].
 
     Raises AofError: truncated=True when the data ends inside a command (the
     only damage `aof-load-truncated` may repair), False for anything else.
     """
     pos = start
-    size = len(data)
+    size = len(data) if stop is None else stop
     find = data.find
 
     def header(pos: int, begin: int, kind: int, low: int, high: int) -> tuple[int, int]:
@@ -111,7 +114,20 @@ def parse_commands(data: bytes, path: str, start: int = 0):
         yield argv, pos
 
 
-def valid_prefix(data: bytes, path: str) -> tuple[int, AofError | None]:
+@contextmanager
+def mapped(path: str) -> Iterator[bytes | mmap.mmap]:
+    """A file's bytes for parsing, memory-mapped: a multi-GB AOF is then held in the page cache,
+    which the kernel can reclaim, not copied into the heap beside the data it loads (Redis reads
+    it in chunks for the same reason)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:  # mmap refuses an empty file
+            yield b""
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
+def valid_prefix(data: bytes | mmap.mmap, path: str) -> tuple[int, AofError | None]:
     """How many leading bytes hold whole commands (a MULTI left open counts as cut), and the error after them."""
     good = 0
     in_multi_from = -1

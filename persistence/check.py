@@ -34,10 +34,10 @@ def check_snapshot(path: str) -> int:
 
 
 def _check_resp(path: str, last: bool, fix: bool) -> bool:
-    with open(path, "rb") as handle:
-        data = handle.read()
-    good, error = aoffile.valid_prefix(data, path)
-    print(f"AOF analyzed: filename={os.path.basename(path)}, size={len(data)}, ok_up_to={good}, diff={len(data) - good}")
+    with aoffile.mapped(path) as data:
+        good, error = aoffile.valid_prefix(data, path)
+        size = len(data)
+    print(f"AOF analyzed: filename={os.path.basename(path)}, size={size}, ok_up_to={good}, diff={size - good}")
     if error is None:
         print(f"AOF {os.path.basename(path)} is valid")
         return True

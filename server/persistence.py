@@ -281,31 +281,29 @@ class Persistence:
         server.dirty = 0
 
     def _replay(self, path: str, last: bool) -> None:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        good, error = aoffile.valid_prefix(data, path)
-        if error is not None:
-            if not (error.truncated and last and self.config["aof-load-truncated"]):
-                raise LoadError(f"{error}. Make a backup of your AOF file, then use millrace-check-aof --fix <filename.manifest>")
-            log.warning("!!! Warning: short read while loading the AOF file %s!!!", path)
-            log.warning("!!! Truncating the AOF %s at offset %d !!!", path, good)
-            with open(path, "r+b") as handle:
-                handle.truncate(good)
-                os.fsync(handle.fileno())
-            log.warning("AOF %s loaded anyway because aof-load-truncated is enabled", path)
-            data = data[:good]
-        server = self.server
-        client = LoadingClient(server)
-        execute = server.execute
-        failed = 0
-        for argv, end in aoffile.parse_commands(data, path):
-            if server.lookup_command(argv[0]) is None:
-                raise LoadError(f"Unknown command '{argv[0].decode(errors='replace')}' reading the append only file {path} (offset {end})")
-            reply = execute(client, argv)
-            if type(reply) is Error:
-                failed += 1
-                if failed <= 10:
-                    log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
+        with aoffile.mapped(path) as data:
+            good, error = aoffile.valid_prefix(data, path)
+            if error is not None:
+                if not (error.truncated and last and self.config["aof-load-truncated"]):
+                    raise LoadError(f"{error}. Make a backup of your AOF file, then use millrace-check-aof --fix <filename.manifest>")
+                log.warning("!!! Warning: short read while loading the AOF file %s!!!", path)
+                log.warning("!!! Truncating the AOF %s at offset %d !!!", path, good)
+                with open(path, "r+b") as handle:  # the mapping is read below `good` only
+                    handle.truncate(good)
+                    os.fsync(handle.fileno())
+                log.warning("AOF %s loaded anyway because aof-load-truncated is enabled", path)
+            server = self.server
+            client = LoadingClient(server)
+            execute = server.execute
+            failed = 0
+            for argv, end in aoffile.parse_commands(data, path, stop=good):
+                if server.lookup_command(argv[0]) is None:
+                    raise LoadError(f"Unknown command '{argv[0].decode(errors='replace')}' reading the append only file {path} (offset {end})")
+                reply = execute(client, argv)
+                if type(reply) is Error:
+                    failed += 1
+                    if failed <= 10:
+                        log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
 
     # -- the AOF's files -----------------------------------------------------------
 
