@@ -14,15 +14,17 @@ from __future__ import annotations
 import time
 
 import hiredis
+import msgpack
 import pytest
 import redis
 
 import server.commands  # noqa: F401  (registers the command table)
+from persistence.snapshot import decode_value, encode_value
 from protocol.encoder import encode
 from protocol.reply import Error
 from server.client import Client
 from server.server import Server
-from tests.test_retention_model import NODE, Workload
+from tests.test_retention_model import KEY, NODE, Workload, full_state
 
 
 class InProcessClient:
@@ -63,3 +65,19 @@ class InProcessClient:
 def test_retention_matches_the_model_in_process(seed: int) -> None:
     work = Workload(InProcessClient(), seed)
     work.steps(250)
+
+
+@pytest.mark.parametrize("seed", range(1, 5))
+def test_retention_state_survives_a_snapshot_round_trip(seed: int) -> None:
+    """The stream's record as a snapshot writes it (retention's optional map: policy, roles, counters), read
+    into another server: the same state, and the model goes on holding there (the policy and roles decide)."""
+    work = Workload(InProcessClient(), seed)
+    work.steps(120)
+    stream = work.c.server.keyspace.dbs[0].data[KEY]
+    kind, payload = encode_value(stream)
+    packed = msgpack.packb(payload, use_bin_type=True)
+    fresh = InProcessClient()
+    fresh.server.keyspace.dbs[0].set(KEY, decode_value(kind, msgpack.unpackb(packed, raw=False, strict_map_key=False)))
+    assert full_state(fresh) == full_state(work.c)
+    work.c = fresh
+    work.steps(120)
