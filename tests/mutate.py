@@ -50,6 +50,7 @@ TESTS: dict[str, list[str]] = {
     "storage/burrow.py": ["tests/test_burrow.py", "tests/test_burrow_model.py"],
     "storage/refs.py": ["tests/test_refs_model.py", "tests/test_r8_refs.py", "tests/test_r8_refs_effects.py"],
     "storage/retention.py": [  # (test_retention.py's server tests cannot be attributed, and one is timing-sensitive there)
+        "tests/test_retention_helpers.py",
         "tests/test_retention_inprocess.py",
         "tests/test_retention.py::test_snapshots_without_retention_still_load_and_roles_of_destroyed_groups_go",
         "tests/test_retention.py::test_the_byte_meter_matches_memory_usage_node_by_node",

@@ -1,0 +1,129 @@
+"""storage/retention.py's helpers against what they mean, over random streams (issue 27, README "Mutation testing").
+
+The model workload (tests/test_retention_inprocess.py) has no KEYSHARED group,
+no two subscribers with equal release points, no ages near zero; here each
+helper is checked, over seeded random streams with tombstones and small nodes,
+by the property that defines it rather than by the value it returns:
+
+- count_below: the live entries below the cut, capped (the lowered cut leaves
+  exactly cap below it);
+- the MIN/MAX-LEN cut keeps the newest n (at or after it lie min(n, len)
+  live entries); the age cut frees exactly the entries older than now - age;
+- whole_nodes frees the entries below the cut except a node that straddles it;
+- ack_floor is the lowest pending or deferred (KEYSHARED) ID that still
+  exists, else last-delivered-id + 1;
+- head_holder is the subscriber with the lowest point, the first by name on
+  ties, and forgets the roles of destroyed groups; subscribers() lists the
+  roles other than NONE of groups that exist; is_empty.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from storage import retention as store
+from storage.consumer_group import ConsumerGroup
+from storage.keyshared import KeyShared
+from storage.stream import Stream
+from storage.stream_id import MAX_ID
+
+
+def _random_stream(rng: random.Random) -> tuple[Stream, list[int], list[int]]:
+    """A stream with tombstones, its live IDs and every ID it was given (a PEL only ever holds those)."""
+    stream = Stream()
+    node = rng.choice((1, 2, 3, 5))
+    ms = rng.choice((0, 1, 1000))
+    for _ in range(rng.randrange(1, 30)):
+        ms += rng.choice((0, 1, 2))
+        stream.add_id(ms, 1 if stream.last_id >> 64 != ms else (stream.last_id & 0xFFFF) + 1, [b"f", b"v"], node)
+    added = [i for i, _ in stream.range(0, MAX_ID)]
+    stream.delete(rng.sample(added, rng.randrange(0, len(added))))
+    return stream, [i for i, _ in stream.range(0, MAX_ID)], added
+
+
+def _some_id(rng: random.Random, stream: Stream, live: list[int]) -> int:
+    return rng.choice([*live, 0, 1, stream.last_id, stream.last_id + 1]) + rng.choice((-1, 0, 0, 1))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cuts_mean_what_they_say(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(300):
+        stream, live, _added = _random_stream(rng)
+        if not live:
+            continue
+        cut = max(_some_id(rng, stream, live), 0)
+        cap = rng.choice((0, 1, 2, len(live), MAX_ID))
+        below = [i for i in live if i < cut]
+        counted, lowered = store.count_below(stream, cut, cap)
+        assert counted == min(len(below), cap)
+        assert [i for i in live if i < lowered] == below[:counted]
+        keep = rng.randrange(0, len(live) + 2)
+        len_cut = store._len_cut(stream, keep)
+        assert len([i for i in live if i >= len_cut]) == min(keep, len(live)), keep
+        now, age = rng.choice((0, 1, 2, live[0] >> 64, (live[-1] >> 64) + 1)), rng.choice((0, 1, 2))
+        age_cut = store._age_cut(now, age)
+        assert [i for i in live if i < age_cut] == [i for i in live if (i >> 64) < now - age]
+        rounded = store.whole_nodes(stream, cut)
+        straddling = set()
+        for node in stream.nodes:
+            ids = [i for i in live if node.master_id <= i <= node.last_id]
+            if ids and ids[0] < cut <= ids[-1]:
+                straddling = set(ids)
+        assert [i for i in live if i < rounded] == [i for i in below if i not in straddling], cut
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ack_floor_is_the_lowest_entry_still_held(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    for _ in range(300):
+        stream, live, ever = _random_stream(rng)
+        group = ConsumerGroup(rng.choice([0, *ever, stream.last_id]))
+        consumer = group.consumer(b"c", 1)[0]
+        for entry_id in ever:
+            if rng.random() < 0.3:
+                group.add_pending(entry_id, consumer, 1)  # maybe above last-delivered-id (SETID moved back)
+        if rng.random() < 0.5:
+            group.keyshared = KeyShared(b"f")
+            for entry_id in ever:
+                if entry_id not in group.pel.keys() and rng.random() < 0.3:
+                    group.keyshared.deferred[entry_id] = 0
+        held = [i for i in group.pel.keys() if i in set(live) and i <= group.last_id]
+        if group.keyshared is not None:
+            held += [i for i in group.keyshared.deferred if i in set(live)]
+        assert store.ack_floor(stream, group) == min([group.last_id + 1, *held])
+
+
+def test_head_holder_ties_by_name_and_destroyed_groups_are_forgotten() -> None:
+    stream = Stream()
+    for ms in range(1, 6):
+        stream.add_id(ms, 0, [b"f", b"v"], 2)
+    retention = store.of(stream)
+    assert retention.is_empty()
+    groups = {}
+    for name, mode, release, last in ((b"b", store.MANUAL, 2 << 64, 0), (b"a", store.AUTO, 0, 2 << 64), (b"c", store.NONE, 0, 0)):
+        group = groups[name] = stream.groups[name] = ConsumerGroup(last)
+        role = retention.role_for(stream, name, group)
+        role.mode, role.release = mode, release
+    assert not retention.is_empty()  # roles alone are state
+    assert store.head_holder(stream, retention) == (b"a", (2 << 64) + 1)  # equal points: the first by name
+    assert [name for name, _ in retention.subscribers(stream)] == [b"b", b"a"]
+    del stream.groups[b"a"]  # destroyed: its role goes, the next subscriber holds
+    assert store.head_holder(stream, retention) == (b"b", (2 << 64) + 1)
+    assert b"a" not in retention.roles
+    stream.groups[b"a"] = ConsumerGroup(0)  # recreated: a new group, no role
+    assert [name for name, _ in retention.subscribers(stream)] == [b"b"]
+    del stream.groups[b"b"], stream.groups[b"a"]
+    assert store.head_holder(stream, retention) == (None, None)
+    assert retention.roles.keys() == {b"c"}
+    del stream.groups[b"c"]
+    retention.role(stream, b"c")
+    assert retention.is_empty()
+    for counters in ((1, 0, 0), (0, 1, 0), (0, 0, 1)):
+        retention.entries_truncated, retention.entries_lost, retention.last_run = counters
+        assert not retention.is_empty()
+    retention.entries_truncated = retention.entries_lost = retention.last_run = 0
+    retention.policy = ((b"len", 1), None)
+    assert not retention.is_empty()
