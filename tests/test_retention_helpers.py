@@ -127,3 +127,43 @@ def test_head_holder_ties_by_name_and_destroyed_groups_are_forgotten() -> None:
     retention.entries_truncated = retention.entries_lost = retention.last_run = 0
     retention.policy = ((b"len", 1), None)
     assert not retention.is_empty()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_account_counts_what_each_group_loses(seed: int) -> None:
+    """entries-lost: the removed (live, below the cut) entries a group still had pending, deferred (KEYSHARED)
+    or not yet delivered; for MANUAL, not yet released; the stream's: those at or after the holder's point."""
+    rng = random.Random(200 + seed)
+    for _ in range(200):
+        stream, live, ever = _random_stream(rng)
+        if not live:
+            continue
+        retention = store.of(stream)
+        want = {}
+        for name in (b"a", b"b", b"c"):
+            group = stream.groups[name] = ConsumerGroup(rng.choice([0, *ever]))
+            consumer = group.consumer(b"c", 1)[0]
+            for entry_id in ever:
+                if entry_id <= group.last_id and rng.random() < 0.3:
+                    group.add_pending(entry_id, consumer, 1)
+            if rng.random() < 0.5:
+                group.keyshared = KeyShared(b"f")
+                for entry_id in ever:
+                    if entry_id <= group.last_id and entry_id not in group.pel.keys() and rng.random() < 0.3:
+                        group.keyshared.deferred[entry_id] = 0
+            mode = rng.choice((store.NONE, store.AUTO, store.MANUAL))
+            role = retention.role_for(stream, name, group)
+            role.mode, role.release = mode, rng.choice([0, *ever])
+            if mode == store.MANUAL:
+                want[name] = lambda i, role=role: i > role.release
+            else:
+                deferred = set(group.keyshared.deferred) if group.keyshared is not None else set()
+                want[name] = lambda i, g=group, d=deferred: i > g.last_id or i in g.pel.keys() or i in d
+        cut = max(_some_id(rng, stream, live), 1)
+        slb = rng.choice((None, *live))
+        gone = [i for i in live if i < cut]
+        store.account(stream, retention, store.Plan(cut, None, slb, len(gone), None), 7)
+        for name, holds in want.items():
+            assert retention.roles[name].entries_lost == sum(1 for i in gone if holds(i)), name
+        assert retention.entries_lost == (0 if slb is None else sum(1 for i in gone if i >= slb))
+        assert (retention.entries_truncated, retention.last_run) == (len(gone), 7)
