@@ -110,6 +110,12 @@ def test_head_holder_ties_by_name_and_destroyed_groups_are_forgotten() -> None:
     assert not retention.is_empty()  # roles alone are state
     assert store.head_holder(stream, retention) == (b"a", (2 << 64) + 1)  # equal points: the first by name
     assert [name for name, _ in retention.subscribers(stream)] == [b"b", b"a"]
+    group_b = stream.groups.pop(b"b")  # destroyed, and first in the roles: the others are still looked at
+    assert store.head_holder(stream, retention) == (b"a", (2 << 64) + 1)
+    assert b"b" not in retention.roles
+    stream.groups[b"b"] = group_b
+    retention.role_for(stream, b"b", group_b).mode = store.MANUAL
+    retention.roles[b"b"].release = 2 << 64
     del stream.groups[b"a"]  # destroyed: its role goes, the next subscriber holds
     assert store.head_holder(stream, retention) == (b"b", (2 << 64) + 1)
     assert b"a" not in retention.roles
