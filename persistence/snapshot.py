@@ -18,6 +18,7 @@ the directory is fsynced, so a crash leaves either the old file or the new one.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import time
@@ -173,13 +174,41 @@ def fsync_dir(directory: str) -> None:
 
 
 def read(path: str) -> Snapshot:
-    """Load a whole snapshot file, or raise SnapshotError; nothing is returned half-read."""
+    """Load a whole snapshot file, or raise SnapshotError; nothing is returned half-read.
+
+    The file is memory-mapped and decoded a chunk at a time: the heap holds the decoded data,
+    not also one or two copies of the file (the page cache holds it, and the kernel can reclaim
+    that)."""
     with open(path, "rb") as handle:
-        data = handle.read()
-    return parse(data, path)
+        if os.fstat(handle.fileno()).st_size == 0:  # mmap refuses an empty file
+            return parse(b"", path)
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return parse(data, path)
 
 
-def parse(data: bytes, path: str = "<bytes>") -> Snapshot:
+class _Window:
+    """data[start:stop] as a file for msgpack.Unpacker, read a chunk at a time (no copy of the whole)."""
+
+    __slots__ = ("data", "pos", "stop")
+
+    def __init__(self, data: bytes | mmap.mmap, start: int, stop: int) -> None:
+        self.data, self.pos, self.stop = data, start, stop
+
+    def read(self, n: int) -> bytes:
+        pos = self.pos
+        self.pos = end = min(pos + n, self.stop)
+        return self.data[pos:end]
+
+
+def _crc32(data: bytes | mmap.mmap, end: int) -> int:
+    view = memoryview(data)
+    try:
+        return zlib.crc32(view[:end])
+    finally:
+        view.release()  # an mmap cannot close while a view of it is alive
+
+
+def parse(data: bytes | mmap.mmap, path: str = "<bytes>") -> Snapshot:
     """Check the frame and checksum, then decode every record."""
     if len(data) < _PREFIX.size or data[:8] != MAGIC:
         raise SnapshotError(path, 0, "not a Millrace snapshot (wrong magic)")
@@ -190,10 +219,11 @@ def parse(data: bytes, path: str = "<bytes>") -> Snapshot:
         raise SnapshotError(path, len(data), "truncated")
     body_end = len(data) - _CRC.size
     expected = _CRC.unpack_from(data, body_end)[0]
-    if zlib.crc32(memoryview(data)[:body_end]) != expected:
+    if _crc32(data, body_end) != expected:
         raise SnapshotError(path, body_end, "checksum mismatch (the file is truncated or corrupted)")
-    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1024), strict_map_key=False)
-    unpacker.feed(memoryview(data)[_PREFIX.size:body_end])
+    limit = max(body_end, 1024)  # one record may be as big as the body, not bigger
+    window = _Window(data, _PREFIX.size, body_end)
+    unpacker = msgpack.Unpacker(window, read_size=min(1 << 20, limit), max_buffer_size=limit, raw=False, strict_map_key=False)
     snapshot = Snapshot()
     offset = _PREFIX.size
     try:
