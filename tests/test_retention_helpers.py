@@ -20,13 +20,14 @@ by the property that defines it rather than by the value it returns:
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
 from storage import retention as store
 from storage.consumer_group import ConsumerGroup
 from storage.keyshared import KeyShared
-from storage.stream import Stream
+from storage.stream import Stream, node_memory
 from storage.stream_id import MAX_ID
 
 
@@ -173,3 +174,103 @@ def test_account_counts_what_each_group_loses(seed: int) -> None:
             assert retention.roles[name].entries_lost == sum(1 for i in gone if holds(i)), name
         assert retention.entries_lost == (0 if slb is None else sum(1 for i in gone if i >= slb))
         assert (retention.entries_truncated, retention.last_run) == (len(gone), 7)
+
+
+def _counted(stream: Stream, first_kept: int, at_least: bool, extra: int) -> int:
+    """_bytes_cut's documented count of MEMORY USAGE with the nodes from first_kept on: each node's size and
+    key; the node lists at their current allocation (MAX: they only shrink) or at 8 bytes a slot (MIN)."""
+    nodes = stream.nodes
+    sizes = [node_memory(node) + sys.getsizeof(key) for node, key in zip(nodes, stream.keys, strict=True)]
+    if at_least:
+        lists = 2 * sys.getsizeof([]) + 16 * (len(nodes) - first_kept)
+    else:
+        lists = sys.getsizeof(nodes) + sys.getsizeof(stream.keys)
+    return stream.base_memory() + lists + extra + sum(sizes[first_kept:])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_byte_cuts_keep_within_max_and_reach_min(seed: int) -> None:
+    """MAX-BYTES keeps the most newest nodes whose count stays within the limit, and MEMORY USAGE afterwards
+    is within it; MIN-BYTES keeps the fewest newest nodes whose count reaches it (all of them if none do).
+    Limits are taken at and around each node boundary's count, where an off-by-one decides."""
+    rng = random.Random(300 + seed)
+    for _ in range(40):
+        build_seed = rng.randrange(1 << 30)
+        stream = _byte_stream(build_seed)
+        extra = rng.choice((0, 50))
+        nodes = len(stream.nodes)
+        for at_least in (False, True):
+            edges = [_counted(stream, i, at_least, extra) for i in range(nodes + 1)]
+            for limit in sorted({edge + d for edge in edges for d in (-1, 0, 1)}):
+                cut = store._bytes_cut(stream, store.ByteMeter(), limit, at_least, extra)
+                first_kept = sum(1 for node in stream.nodes if stream.node_ids(node)[-1] < cut)
+                if not at_least:
+                    fits = [i for i in range(nodes + 1) if i == nodes or edges[i] <= limit]
+                    assert first_kept == (0 if edges[0] <= limit else fits[0]), (limit, edges)
+                    if 0 < first_kept < nodes and rng.random() < 0.2:
+                        trimmed = _byte_stream(build_seed)  # the same lists, allocated the same way (a copy's are not)
+                        trimmed.trim(minid=cut)
+                        assert trimmed.memory_usage() + extra <= limit
+                else:
+                    reach = [i for i in range(nodes) if edges[i] >= limit]
+                    assert first_kept == (reach[-1] if reach else 0), (limit, edges)
+
+
+def _byte_stream(seed: int) -> Stream:
+    rng = random.Random(seed)
+    stream = Stream()
+    for ms in range(1, rng.randrange(2, 40)):
+        stream.add_id(ms, 0, [b"f", b"v" * rng.choice((1, 30, 300))], rng.choice((1, 2, 5)))
+    live = [i for i, _ in stream.range(0, MAX_ID)]
+    stream.delete(rng.sample(live, rng.randrange(0, len(live) // 2 + 1)))
+    return stream
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_with_min_bytes_alone_keeps_what_reaches_it(seed: int) -> None:
+    """A MIN-BYTES policy without subscribers keeps the fewest newest nodes whose count, with the key's
+    bytes, reaches the limit (MIN counted as MIN, never as MAX)."""
+    rng = random.Random(400 + seed)
+    for _ in range(40):
+        stream = _byte_stream(rng.randrange(1 << 30))
+        extra = rng.choice((0, 50))
+        nodes = len(stream.nodes)
+        edges = [_counted(stream, i, True, extra) for i in range(nodes + 1)]
+        limit = rng.choice(edges) + rng.choice((-1, 0, 1))
+        retention = store.Retention()
+        retention.policy = ((b"bytes", limit), None)
+        decided = store.plan(stream, retention, 0, extra_bytes=extra)
+        reach = [i for i in range(nodes) if edges[i] >= limit]
+        first_kept = reach[-1] if reach else 0
+        if first_kept == 0:
+            assert decided is None
+        else:
+            assert decided.keep_from == stream.node_ids(stream.nodes[first_kept])[0], (limit, edges)
+
+
+def test_load_names_what_is_wrong_with_a_corrupt_record() -> None:
+    """A snapshot's retention map naming a missing group or an unknown mode is refused with a message that
+    says which (the loader reports it as `malformed record (...)`)."""
+    stream = Stream()
+    stream.add_id(1, 0, [b"f", b"v"])
+    stream.groups[b"g"] = ConsumerGroup(0)
+    with pytest.raises(ValueError, match=r"^a retention role names a missing group$"):
+        store.load(stream, {"roles": [[b"x", b"auto", bytes(16), 0]]})
+    with pytest.raises(ValueError, match=r"^unknown subscriber mode b'bogus'$"):
+        store.load(stream, {"roles": [[b"g", b"bogus", bytes(16), 0]]})
+
+
+def test_a_role_account_creates_has_released_nothing() -> None:
+    """A group without a role that loses entries gets one (NONE) to count them; its release point is 0-0,
+    which XRETENTION SETSTATE then states for it."""
+    from server.retention import state_effect
+
+    stream = Stream()
+    for ms in range(1, 4):
+        stream.add_id(ms, 0, [b"f", b"v"])
+    stream.groups[b"g"] = ConsumerGroup(0)
+    retention = store.of(stream)
+    store.account(stream, retention, store.Plan(3 << 64, None, None, 2, 3 << 64), 5)
+    role = retention.roles[b"g"]
+    assert (role.mode, role.entries_lost, role.release) == (store.NONE, 2, 0)
+    assert state_effect(b"s", retention)[-4:] == [b"GROUP", b"g", b"2", b"0-0"]
