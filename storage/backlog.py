@@ -71,13 +71,26 @@ def ack_floor(group) -> int:
     else:
         floor = group.last_id + 1 if group.last_id < MAX_ID else MAX_ID
     deferred = _deferred(group)
-    return min(floor, min(deferred)) if deferred else floor
+    return min(floor, deferred.first()) if deferred else floor
 
 
-def _deferred(group) -> dict:
-    """A KEYSHARED group's deferred entries (passed over, not delivered yet: still to process); empty otherwise."""
+def _deferred(group):
+    """A KEYSHARED group's deferred entries (passed over, not delivered yet: still to process), a
+    storage.keyshared_deferred.DeferredSet (kept in ID order); an empty tuple otherwise."""
     keyshared = getattr(group, "keyshared", None)
-    return keyshared.deferred if keyshared is not None else {}
+    return keyshared.deferred if keyshared is not None else ()
+
+
+def _deferred_between(group, start: int, last: int) -> list[int]:
+    deferred = _deferred(group)
+    if not deferred:
+        return []
+    out = []
+    for entry_id in deferred.irange(start):
+        if entry_id > last:
+            break
+        out.append(entry_id)
+    return out
 
 
 def _singles(stream, group, start: int) -> Iterator[tuple[int, object, list | None, bool]]:
@@ -88,7 +101,7 @@ def _singles(stream, group, start: int) -> Iterator[tuple[int, object, list | No
     last = group.last_id
     if start <= last:
         get = stream.get
-        deferred = [i for i in _deferred(group) if start <= i <= last]
+        deferred = _deferred_between(group, start, last)
         if not deferred:
             for entry_id in list(pel.irange(start, last)):
                 yield entry_id, None, get(entry_id), True

@@ -356,6 +356,7 @@ class KeyShared:
         state = cls(data["field"], data.get("session-timeout", 0), data.get("lookahead", 0))
         for name in data.get("members", []):
             state.ring.add(name)
+        state.deferred.retable(state.ring.table())  # (join() does it per member)
         flat = data.get("pending", [])
         for i in range(0, len(flat), 2):
             entry_id = int.from_bytes(flat[i], "big")

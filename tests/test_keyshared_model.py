@@ -31,6 +31,7 @@ import pytest
 import server.commands  # noqa: F401  (registers the command table)
 from protocol.reply import NULL_ARRAY, Error
 from server.client import Client
+from server.commands.keyshared import _deferred_of as deferred_of
 from server.rewrite import keyspace_commands
 from server.server import Server
 from storage.consumer_group import dump_groups, load_groups
@@ -93,6 +94,7 @@ def keyshared_state(srv: Server) -> dict:
                         ks.field, ks.session_timeout, ks.lookahead, list(ks.ring.members),
                         sorted(ks.pel_hash.items()), sorted(ks.hash_pending.items()), sorted(ks.hash_owner.items()),
                         sorted(ks.deferred.items()), {n: list(q) for n, q in ks.queues.items() if q},
+                        {n: deferred_of(ks, n) for n in ks.ring.members},  # by owner bytes: their table is the ring's
                     )  # fmt: skip
     return state
 
@@ -287,6 +289,9 @@ class Model:
         for name, queue in ks.queues.items():
             assert queue == sorted(queue)
             assert all(ks.ring.select(ks.deferred[i]) == name for i in queue)
+        queues = ks.queues
+        for name in ks.ring.members:  # XINFO KEYSHARED's per-consumer count, by owner bytes
+            assert deferred_of(ks, name) == len(queues.get(name, ()))
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -87,6 +87,7 @@ def make_keyshared(stream: Stream, group, field: bytes) -> None:
         state.session_timeout, state.lookahead = old.session_timeout, old.lookahead
         for name in old.ring.members:
             state.ring.add(name)
+        state.deferred.retable(state.ring.table())  # (join() does it per member)
     group.keyshared = state
     for entry_id, pending in group.pel.items():
         owner = pending.consumer.name if pending.consumer is not None else None  # None: NACKed, pending at nobody
@@ -857,6 +858,17 @@ def consumer_info(group, name: bytes, fields: dict) -> None:
     fields[b"blocked-attempts"] = sum(state.blocked.get(h, 0) for h in state.hash_pending if state.ring.select(h) == name)
 
 
+def _deferred_of(state: KeyShared, name: bytes) -> int:
+    """How many deferred entries the ring gives to member name (its owner byte counted at C speed)."""
+    dset = state.deferred
+    me = dset.index.get(name)
+    if me is None:
+        return 0
+    if me < OVERFLOW:
+        return dset.count_owned(me)
+    return sum(1 for _entry in dset.owned_by(name))
+
+
 @command("xinfo|keyshared", -4, "readonly", keys=(2, 2, 1), group="stream", summary="Returns a KEYSHARED group's ring ranges and draining hashes (Millrace).", since="8.2.0")
 def xinfo_keyshared(ctx, argv):
     """XINFO KEYSHARED key group [consumer] -> the group's configuration and, per consumer, its hash ranges and draining hashes."""
@@ -877,7 +889,6 @@ def xinfo_keyshared(ctx, argv):
     for entry_id, h in state.pel_hash.items():
         if h in draining and (h not in oldest or entry_id < oldest[h]):
             oldest[h] = entry_id
-    queues = state.queues
     names = sorted(set(group.consumers) | set(state.ring.members))
     if len(argv) == 5:
         names = [n for n in names if n == argv[4]]
@@ -894,7 +905,7 @@ def xinfo_keyshared(ctx, argv):
         consumers.append(
             Map({
                 b"name": name, b"member": int(name in state.ring.members), b"hash-ranges": ranges.get(name, []),
-                b"deferred": len(queues.get(name, ())) if name in state.ring.members else 0,
+                b"deferred": _deferred_of(state, name) if name in state.ring.members else 0,
                 b"draining-hashes": hashes,
             })  # fmt: skip
         )
