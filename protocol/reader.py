@@ -72,12 +72,13 @@ def _huge(data: bytes) -> bool:
 
 # Simple strings, verbatim strings and big numbers: RESP types hiredis hands back as
 # bytes, like a bulk string, where Redis takes bulk strings only ("expected '$', got
-# '+'"). On the general path a read with one of their type bytes after a line end
-# ('+' '=' '(' are 43 61 40: a memchr each first) is read again header by header
-# (`_walk`). Not on the one-request lane nor in whole pipelines: an argument `+`
-# (XRANGE k - +) matches too, and the walk would cost XRANGE more than half its speed.
-_OTHER_STRING = re.compile(rb"\n[+=(]")
-_other_string_search = _OTHER_STRING.search
+# '+'"). A read with one of their type bytes ('+' '=' '(' are 43 61 40: a memchr each)
+# is checked to be canonical requests (`_bulks_only`) and, if it is not, read again
+# header by header (`_walk`), which raises Redis's error at the element Redis refuses.
+# Only the check runs for an argument `+` (XRANGE k - +): the walk halved XRANGE's speed.
+# A verbatim string's header and content type, as hiredis accepts one (`=N\r\nxxx:`).
+_verbatim_search = re.compile(rb"=[0-9]+\r\n...:", re.DOTALL).search
+_pack = hiredis.pack_command
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
 _SET_START = re.compile(rb"\n~[0-9]")  # where a RESP3 set header may start a request (a literal prefix: fast)
 _COUNT_TAIL = re.compile(rb"[*~|>][0-9]{0,2}\Z")  # a read ending where such a count may be cut
@@ -294,6 +295,19 @@ def encoded_size(commands: list) -> int:
     return size
 
 
+def _bulks_only(data: bytes, start: int, commands: list, ended: bool) -> bool:
+    """Whether hiredis read `commands` from data[start:] as canonical requests, arrays of bulk strings
+    only: else a simple, verbatim or big-number string may stand where Redis wants a '$' (`_walk` tells).
+
+    ended: the commands end where data ends. Then sizes tell, without a copy: every simple or big-number
+    string is 3 bytes or more shorter than the bulk it stands for, a verbatim 4 or 5 longer (hiredis drops
+    its `txt:`), and lengths hiredis accepts have no sign or leading zero; a verbatim is looked for apart,
+    as one could even out a shorter element. Otherwise the canonical bytes themselves are compared."""
+    if ended:
+        return len(data) - start == encoded_size(commands) and (61 not in data or _verbatim_search(data, start) is None)
+    return data.startswith(b"".join([_pack(tuple(argv)) for argv in commands]), start)
+
+
 class QueryBufferLimit(ProtocolError):
     """A pending command outgrew client-query-buffer-limit: Redis closes without a reply."""
 
@@ -391,7 +405,9 @@ class RequestReader:
                 except TypeError:
                     pass
                 else:
-                    return argv
+                    if not (43 in data or 61 in data or 40 in data) or _bulks_only(data, 0, [argv], True):
+                        return argv
+                    argv = None  # a simple, verbatim or big-number string may be in it: `feed` reads it again
             self._first = argv
         return None
 
@@ -418,6 +434,8 @@ class RequestReader:
                             b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
                         except TypeError:
                             break
+                        if (43 in data or 61 in data or 40 in data) and not _bulks_only(data, 0, commands, True):
+                            break  # a simple, verbatim or big-number string may be in them: the general path reads them
                         if 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
                             break  # a request may start with a set header: the general path reads it as Redis does
                         return commands, None
@@ -430,6 +448,8 @@ class RequestReader:
                     at = self._boundary(data, 0, commands, 0, 0)
                     if data[at : at + 1] != b"*":  # the cut item is an inline line to Redis
                         argv = None
+                    elif (43 in data or 61 in data or 40 in data) and not _bulks_only(data, 0, commands, False):
+                        argv = None  # a simple, verbatim or big-number string may be in them (`at` is then wrong)
                     elif 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
                         argv = None  # a request may start with a set header: the general path reads it
                 except TypeError:
@@ -692,12 +712,15 @@ class RequestReader:
         reader.feed(data, pos)
         self._fresh = False
         gets = reader.gets
+        has_data = reader.has_data
         skipped = 0  # bytes of '*0' / '*-1' requests, which Redis ignores
+        ended = False  # the last request hiredis completed ends where data ends
         try:
             while (argv := gets()) is not False:
                 if type(argv) is list:
                     if argv:
                         commands.append(argv)
+                        ended = not has_data()
                     else:
                         skipped += 4
                 elif argv is None:
@@ -725,7 +748,7 @@ class RequestReader:
             resume = self._set_start(data, start, commands, begun)
             if resume >= 0:
                 return resume
-            self._walk_other_strings(data, pos, start, commands, begun)
+            self._walk_other_strings(data, start, commands, begun, ended=ended and not skipped)
         completed = done or skipped
         # Where what follows the completed commands starts: the next command, if this read has its start.
         at = self._boundary(data, pos, commands, first, skipped) if completed else pos if self._carry == 0 else len(data)
@@ -788,7 +811,7 @@ class RequestReader:
             resume = self._set_start(data, start, commands, begun)
             if resume >= 0:
                 return resume
-            self._walk_other_strings(data, pos, start, commands, begun, len(commands) - begun)
+            self._walk_other_strings(data, start, commands, begun, len(commands) - begun)
         return self._restart(data, pos, commands, first, skipped)
 
     def _restart(self, data: bytes, pos: int, commands: list, first: int, skipped: int) -> int:
@@ -866,9 +889,10 @@ class RequestReader:
                     break
         return -1
 
-    def _walk_other_strings(self, data: bytes, pos: int, start: int, commands: list, begun: int, count: int = -1) -> None:
-        """`_walk` a read with a simple, verbatim or big-number string's type byte after a line end."""
-        if (43 in data or 61 in data or 40 in data) and _other_string_search(data, pos) is not None:
+    def _walk_other_strings(self, data: bytes, start: int, commands: list, begun: int, count: int = -1, ended: bool = False) -> None:
+        """`_walk` the requests begun in a read with a simple, verbatim or big-number string's type byte,
+        unless they are canonical (`_bulks_only`; ended: they end where data ends)."""
+        if start >= 0 and (43 in data or 61 in data or 40 in data) and not _bulks_only(data, start, commands[begun:], ended):
             self._walk(data, start, commands, begun, count)
 
     def _walk(self, data: bytes, start: int, commands: list, begun: int, count: int = -1) -> None:

@@ -5,6 +5,7 @@ with bounded memory, and client-query-buffer-limit."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.rawclient import RawConn, error_stats, probe
+from tests.test_reader_protocol import OTHER_STRING_CASES, random_stream
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 
@@ -66,7 +68,12 @@ CASES = [
     b"NOSUCH a b\r\nPING\r\n",
     b"GET\r\nPING\r\n",
     PING * 3 + b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n:12\r\n",
-    # RESP3 types where an argument belongs: Redis names the type byte
+    # RESP3 and simple types where an argument belongs: Redis names the type byte,
+    # also for the strings hiredis returns as bytes like a bulk (+ = ()
+    b"*1\r\n+PING\r\n",
+    PING + b"*2\r\n$4\r\nECHO\r\n+PING\r\n" + PING,
+    b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n",
+    b"*2\r\n$4\r\nECHO\r\n(12\r\n",
     b"*2\r\n$4\r\nECHO\r\n,1.5\r\n",
     b"*2\r\n$4\r\nECHO\r\n#t\r\n",
     b"*2\r\n$4\r\nECHO\r\n_\r\n",
@@ -114,6 +121,10 @@ SPLIT_CASES = [
 ]
 
 
+# Every case of the reader's own test of these strings (commands before the bad one run, then Redis's error).
+OTHER_STRINGS = [case[0] for case in OTHER_STRING_CASES]
+
+
 @pytest.mark.parametrize("data", CASES, ids=[repr(c[:24]) for c in CASES])
 def test_same_as_redis(server, oracle_server, data):
     with ThreadPoolExecutor(2) as pool:
@@ -126,6 +137,30 @@ def test_split_reads_same_as_redis(server, oracle_server, chunks):
     with ThreadPoolExecutor(2) as pool:
         ours, redis = pool.map(lambda port: probe(port, *chunks), (server.port, oracle_server.port))
     assert ours == redis
+
+
+@pytest.mark.parametrize("data", OTHER_STRINGS, ids=[repr(c[:28]) for c in OTHER_STRINGS])
+def test_other_strings_same_as_redis_however_split(server, oracle_server, data):
+    """A simple, verbatim or big-number string where a request element is due: whole (the one-request lane,
+    a whole pipeline) and cut in two at every byte, the same replies and close as Redis 8.2.3."""
+    with ThreadPoolExecutor(2) as pool:
+        for cut in range(len(data)):
+            chunks = (data[:cut], data[cut:]) if cut else (data,)
+            ours, redis = pool.map(lambda port, chunks=chunks: probe(port, *chunks), (server.port, oracle_server.port))
+            assert ours == redis, (data, cut)
+
+
+def test_random_mixes_same_as_redis(server, oracle_server):
+    """Requests mixing bulk strings with simple, verbatim, big-number, nested elements and payloads not
+    followed by a CRLF, cut at random points: the same replies and close as Redis 8.2.3."""
+    rng = random.Random(2025)
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(120):
+            data = random_stream(rng)
+            cuts = sorted(rng.sample(range(1, len(data)), min(rng.randint(0, 2), len(data) - 1)))
+            chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+            ours, redis = pool.map(lambda port, chunks=chunks: probe(port, *chunks), (server.port, oracle_server.port))
+            assert ours == redis, chunks
 
 
 def test_protocol_errors_count_in_error_stats_as_in_redis(server, oracle_server):

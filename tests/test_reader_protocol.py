@@ -4,6 +4,7 @@ split point, huge declared lengths and malformed frames with Redis's exact
 
 from __future__ import annotations
 
+import random
 import tracemalloc
 
 import hiredis
@@ -277,3 +278,117 @@ def test_strings_of_other_types_are_refused_where_an_argument_belongs():
     # cut across reads: the element read in the next one, and a header line hiredis refuses before it ends
     assert feed_all(b"*2\r\n$4\r\nECHO\r\n", b"+a\r\n") == ([], "ERR Protocol error: expected '$', got '+'")
     assert feed_all(b"*2\r\n$4\r\nECHO\r\n!1", b"\r", b"\na\r\n") == ([], "ERR Protocol error: expected '$', got '!'")
+
+
+# -- simple, verbatim and big-number strings where an argument belongs: every split, both lanes ------------
+
+OTHER = "ERR Protocol error: expected '$', got '{}'"
+# (stream, commands Redis runs, its error): checked against redis-server 8.2.3 by test_protocol_server.py
+OTHER_STRING_CASES = [
+    (b"*1\r\n+PING\r\n", [], OTHER.format("+")),
+    (pack("PING") + b"*2\r\n$4\r\nECHO\r\n+PING\r\n" + pack("PING"), [[b"PING"]], OTHER.format("+")),
+    (b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", [], OTHER.format("=")),
+    (b"*2\r\n$4\r\nECHO\r\n(12\r\n" + pack("PING"), [], OTHER.format("(")),
+    (pack("PING") * 2 + b"*2\r\n$4\r\nECHO\r\n(12\r\n" + pack("PING"), [[b"PING"]] * 2, OTHER.format("(")),
+    # a simple string 4 bytes shorter than its bulk, a verbatim 4 longer: the request's size is a bulk-only one's
+    (b"*3\r\n$4\r\nECHO\r\n+0123456789\r\n=5\r\ntxt:a\r\n", [], OTHER.format("+")),
+    (b"*3\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n+0123456789\r\n", [], OTHER.format("=")),
+    # the two bytes after a payload are passed over unread (Redis, hiredis): no line end before the '+'
+    (b"*2\r\n$4\r\nECHOxx+PING\r\n" + pack("PING"), [], OTHER.format("+")),
+    (pack("PING") + b"*3\r\n$4\r\nECHOxx(1\r\n$1\r\na\r\n", [[b"PING"]], OTHER.format("(")),
+    (b"*2\r\n$4\r\nECHO\r\n+\r\n", [], OTHER.format("+")),
+    # six simple strings 18 bytes short: read with the next request cut, its '*' payload byte 18 bytes in looks like a start
+    (b"*7\r\n$4\r\nECHO\r\n" + b"+a\r\n" * 6 + b"*3\r\n$4\r\nECHO\r\n$5\r\n**abc\r\n$1\r\nx\r\n", [], OTHER.format("+")),
+    (b"*2\r\n$4\r\nECHO\r\n*1\r\n+a\r\n", [], OTHER.format("*")),
+    # no error: the same bytes as data, and a payload's two trailing bytes that are no CRLF
+    (pack("XRANGE", "k", "-", "+") + pack("ECHO", "(1=") + pack("ECHO", "=5\r\ntxt:a"), [[b"XRANGE", b"k", b"-", b"+"], [b"ECHO", b"(1="], [b"ECHO", b"=5\r\ntxt:a"]], None),
+    (b"*2\r\n$4\r\nECHOxx$1\r\n+\r\n", [[b"ECHO", b"+"]], None),
+]
+
+
+@pytest.mark.parametrize("lane", [False, True])
+@pytest.mark.parametrize(("stream", "commands", "error"), OTHER_STRING_CASES, ids=[repr(c[0][:28]) for c in OTHER_STRING_CASES])
+def test_other_strings_refused_however_split(stream, commands, error, lane):
+    """Redis takes bulk strings only as request elements; hiredis hands simple (+), verbatim (=) and
+    big-number (() strings back as bytes. Read whole, cut in two anywhere, or a byte a read."""
+    assert feed_all(stream, lane=lane) == (commands, error)
+    for cut in range(1, len(stream)):
+        assert feed_all(stream[:cut], stream[cut:], lane=lane) == (commands, error), cut
+    assert feed_all(*[stream[i : i + 1] for i in range(len(stream))], lane=lane) == (commands, error)
+
+
+def _element(rng) -> bytes:
+    """One request element: mostly a bulk, else a type Redis refuses there (some hiredis reads as bytes)."""
+    text = rng.choice([b"", b"+", b"a", b"(1", b"=", b"0123456789", b"txt:abcdefgh"])
+    kind = rng.choices(["bulk", "simple", "bignum", "verbatim", "trailer", "nested"], [12, 2, 1, 1, 1, 1])[0]
+    if kind == "simple":
+        return b"+%s\r\n" % text.replace(b"\r", b"")
+    if kind == "bignum":
+        return b"(%d\r\n" % rng.randrange(-99, 10**12)
+    if kind == "verbatim":
+        return b"=%d\r\ntxt:%s\r\n" % (len(text) + 4, text)
+    if kind == "trailer":
+        return b"$%d\r\n%sxx" % (len(text), text)
+    if kind == "nested":
+        return b"*1\r\n+%s\r\n" % text
+    return b"$%d\r\n%s\r\n" % (len(text), text)
+
+
+def random_stream(rng) -> bytes:
+    """A few requests of 1-4 elements each, bulk strings mostly, with others mixed in."""
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        elements = [b"$4\r\nECHO\r\n"] + [_element(rng) for _ in range(rng.randint(0, 3))]
+        parts.append(b"*%d\r\n" % len(elements) + b"".join(elements))
+    return b"".join(parts)
+
+
+def test_random_mixes_parse_the_same_however_split():
+    """Whole, on either lane, and cut at random points: the same commands and the same error.
+    (The reference, one byte a read, is Redis's answer: tests/test_protocol_server.py checks it.)"""
+    rng = random.Random(25)
+    for _ in range(1500):
+        stream = random_stream(rng)
+        want = feed_all(*[stream[i : i + 1] for i in range(len(stream))])
+        for lane in (False, True):
+            assert feed_all(stream, lane=lane) == want, stream
+            cuts = sorted(rng.sample(range(1, len(stream)), min(rng.randint(1, 3), len(stream) - 1)))
+            chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+            assert feed_all(*chunks, lane=lane) == want, (stream, cuts)
+
+
+# What the size check in the reader (`_bulks_only`) rests on: hiredis's reading, tested, not assumed.
+
+
+def _hiredis_element(element: bytes):
+    """What hiredis makes of `ECHO <element>`: the element, or the exception it raises."""
+    reader = hiredis.Reader()
+    reader.feed(b"*2\r\n$4\r\nECHO\r\n" + element)
+    try:
+        got = reader.gets()
+    except Exception as exc:  # noqa: BLE001 - any refusal will do
+        return exc
+    return got[1] if type(got) is list else got
+
+
+def test_hiredis_reads_only_four_types_as_bytes():
+    """Only '$' '+' '(' '=' elements come back as bytes: any other type fails the join that checks arguments."""
+    bodies = [b"1\r\nx\r\n", b"5\r\ntxt:a\r\n", b"12\r\n", b"x\r\n", b"\r\n", b"-1\r\n", b"0\r\n"]
+    as_bytes = {kind for kind in range(256) for body in bodies if type(_hiredis_element(bytes([kind]) + body)) is bytes}
+    assert as_bytes == set(b"$+(=")
+
+
+def test_hiredis_sizes_of_the_string_types():
+    """A bulk length hiredis accepts is canonical; a simple or big-number string is shorter than its bulk,
+    a verbatim longer (hiredis drops its content type): only a verbatim can even out a shorter one."""
+    for header in (b"$04", b"$+4", b"$ 4", b"$4 ", b"$-0", b"$0x4"):
+        assert isinstance(_hiredis_element(header + b"\r\nPING\r\n"), hiredis.ProtocolError), header
+    for header in (b"*01", b"*+1", b"* 1", b"*-0"):
+        reader = hiredis.Reader()
+        reader.feed(header + b"\r\n$4\r\nPING\r\n")
+        with pytest.raises(hiredis.ProtocolError):
+            reader.gets()
+    assert _hiredis_element(b"+0123456789\r\n") == b"0123456789"  # 13 bytes for a 17-byte bulk
+    assert _hiredis_element(b"(-12\r\n") == b"-12"
+    assert _hiredis_element(b"=5\r\ntxt:a\r\n") == b"a"  # 11 bytes for a 7-byte bulk
+    assert isinstance(_hiredis_element(b"=4\r\nabcd\r\n"), hiredis.ProtocolError)  # content type's ':' required
