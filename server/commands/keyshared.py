@@ -547,7 +547,9 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     newly = 0
     room = max(room, 0)  # a leave's release can overfill the deferred set
     while need > 0:
-        chunk = min(need + room, 4096)  # each entry is delivered (need) or deferred (room): no further
+        # each entry is delivered (need) or deferred (room): no further; and a few nodes at a time, as
+        # spans() decodes every node it covers and the scan usually stops well before need + room
+        chunk = min(need + room, 256)
         spans = stream.spans(after + 1, MAX_ID, chunk)
         if not spans:
             break
