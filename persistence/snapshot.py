@@ -191,16 +191,17 @@ class _Window:
 
     __slots__ = ("data", "pos", "stop")
 
-    def __init__(self, data: bytes | mmap.mmap, start: int, stop: int) -> None:
+    def __init__(self, data: bytes | bytearray | mmap.mmap, start: int, stop: int) -> None:
         self.data, self.pos, self.stop = data, start, stop
 
     def read(self, n: int) -> bytes:
         pos = self.pos
         self.pos = end = min(pos + n, self.stop)
-        return self.data[pos:end]
+        chunk = self.data[pos:end]
+        return chunk if type(chunk) is bytes else bytes(chunk)  # msgpack takes bytes only (a replica's is a bytearray)
 
 
-def _crc32(data: bytes | mmap.mmap, end: int) -> int:
+def _crc32(data: bytes | bytearray | mmap.mmap, end: int) -> int:
     view = memoryview(data)
     try:
         return zlib.crc32(view[:end])
@@ -208,7 +209,7 @@ def _crc32(data: bytes | mmap.mmap, end: int) -> int:
         view.release()  # an mmap cannot close while a view of it is alive
 
 
-def parse(data: bytes | mmap.mmap, path: str = "<bytes>") -> Snapshot:
+def parse(data: bytes | bytearray | mmap.mmap, path: str = "<bytes>") -> Snapshot:
     """Check the frame and checksum, then decode every record."""
     if len(data) < _PREFIX.size or data[:8] != MAGIC:
         raise SnapshotError(path, 0, "not a Millrace snapshot (wrong magic)")

@@ -158,7 +158,7 @@ class MasterLink:
             replication.failover_done()
         await self._stream(reader, writer, leftover)
 
-    async def _read_payload(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    async def _read_payload(self, reader: asyncio.StreamReader) -> tuple[bytes | bytearray, bytes]:
         """The snapshot after +FULLRESYNC (`$EOF:<mark>` ... mark, or `$<length>` and that many bytes),
         and any stream bytes read past its end."""
         line = await reader.readline()
@@ -178,14 +178,16 @@ class MasterLink:
                 self.sync_read = len(data)
                 end = data.find(mark, max(0, len(data) - len(chunk) - len(mark)))
                 if end >= 0:  # the stream may follow in the same read: it is the stream's
-                    return bytes(data[:end]), bytes(data[end + len(mark) :])
+                    rest = bytes(data[end + len(mark) :])
+                    del data[end:]  # the snapshot is parsed in place, not copied (a copy would double a big one)
+                    return data, rest
         if line.startswith(b"$"):
             size = int(line[1:])
             self.sync_bytes = size
             return await reader.readexactly(size), b""
         raise ReplicationError(f"Bad protocol from MASTER, the first byte is not '$': {line[:20]!r}")
 
-    def _load(self, data: bytes, replid: str, offset: int) -> int:
+    def _load(self, data: bytes | bytearray, replid: str, offset: int) -> int:
         """Replace the dataset with the snapshot (checked whole before anything is replaced)."""
         server = self.server
         loaded = snapshot.parse(data, f"<snapshot from {self.host}:{self.port}>")
