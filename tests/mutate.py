@@ -45,6 +45,7 @@ BASE_TESTS = [
 # The in-process tests written for one module's mutants (they call it directly). A run of
 # --paths selects BASE_TESTS plus those of the paths named; a full run selects them all.
 TESTS: dict[str, list[str]] = {
+    "storage/stream.py": ["tests/test_stream_node_bytes.py"],
     "storage/rank.py": ["tests/test_rank.py", "tests/test_rank_survivors.py"],
     "storage/lag.py": ["tests/test_lag.py", "tests/test_lag_survivors.py"],
     "storage/burrow.py": ["tests/test_burrow.py", "tests/test_burrow_model.py"],
