@@ -373,6 +373,8 @@ def test_a_claim_read_moves_keys_whole_then_reads_by_the_ring(c, m):
     assert all(entry[3] == 1 for entry in entries)  # each one's delivery count before this delivery
     owners = {p["message_id"]: p["consumer"] for p in c.xpending_range("s", "g", "-", "+", 10)}
     assert owners == {same[0]: b"B", same[1]: b"B", same[2]: b"B", other: b"A"}
+    members = {x[b"name"]: x[b"member"] for x in info_map(c.execute_command("XINFO", "KEYSHARED", "s", "g"))[b"consumers"]}
+    assert members == {b"A": 1, b"B": 1}  # B joined by reading, though its claims filled COUNT
     later = c.xadd("s", {"k": "K"})
     ring = ring_of(b"A", b"B")
     reader = "A" if ring.select(sticky_hash(b"K")) == b"A" else "B"

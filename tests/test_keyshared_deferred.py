@@ -107,7 +107,7 @@ def test_reads_past_254_consumers_decide_as_the_entry_loop(monkeypatch):
         for _ in range(60):
             model.step()
         for consumer in model_test.CONSUMERS:  # everyone joins: ring indexes past 254
-            while consumer not in model.group().keyshared.ring:  # (a CLAIM read that claims COUNT does not join)
+            while consumer not in model.group().keyshared.ring:
                 model.read(consumer, 1)
         assert len(model.group().keyshared.ring.members) > 254
         for _ in range(300):

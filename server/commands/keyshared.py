@@ -798,6 +798,8 @@ def claim_read_rest(stream: Stream, group, consumer, group_name: bytes, room: in
     from .claim import deliver_claimed
 
     state = group.keyshared
+    if consumer.name not in state.ring.member_set:  # a consumer joins by reading, also when its claims fill COUNT
+        join_for_read(key, group_name, group, consumer.name, effects)
     pel = group.pel
     claimed = {state.pel_hash[parse_strict_id(item[0])] for item in reply if parse_strict_id(item[0]) in state.pel_hash}
     siblings = sorted(i for i, h in state.pel_hash.items() if h in claimed and pel[i].consumer is not consumer)
