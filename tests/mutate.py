@@ -59,7 +59,7 @@ TESTS: dict[str, list[str]] = {
     "storage/idmp.py": ["tests/test_idmp_model.py", "tests/test_idmp.py", "tests/test_idmp_effects.py"],
     "storage/claim.py": ["tests/test_claim_survivors.py", "tests/test_claim_model.py", "tests/test_claim_effects.py"],
     "storage/keyshared*.py": ["tests/test_keyshared_ring.py", "tests/test_keyshared_model.py", "tests/test_keyshared.py"],
-    "storage/backlog.py": ["tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
+    "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
 }
 SKIP = {".git", ".venv", "mutants", "data", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache", "spark-warehouse", "metastore_db"}
 
