@@ -61,3 +61,42 @@ def test_scan_counts_deferred_entries_as_backlog(seed: int) -> None:
         assert (got.first_id, got.last_id) == ((taken[0], taken[-1]) if taken else (None, None))
         more = len(positions) > count
         assert (got.aborted, got.abort_reason, got.cursor) == (more, "count" if more else "done", taken[-1] if more else 0)
+
+
+def test_a_scan_past_its_deadline_stops_with_time_and_a_cursor() -> None:
+    """The deadline is looked at every 64th position one by one (PEL), and before each node span in bulk:
+    an expired scan stops there, reason `time`, the cursor at the last examined ID."""
+    stream = Stream()
+    for ms in range(1, 301):
+        stream.add_id(ms, 0, [b"k", b"v"], 10)
+    group = ConsumerGroup(200 << 64)
+    consumer = group.consumer(b"c", 1)[0]
+    for ms in range(1, 201):
+        group.add_pending(ms << 64, consumer, 1)
+    got = backlog.scan(stream, group, 1 << 64, 1000, lambda: True, [])
+    assert (got.entries, got.aborted, got.abort_reason, got.cursor) == (63, True, "time", 63 << 64)
+    got = backlog.scan(stream, ConsumerGroup(0), 1 << 64, 1000, lambda: True, [])
+    assert (got.entries, got.aborted, got.abort_reason, got.cursor) == (10, True, "time", 10 << 64)  # one span of 10
+    calls = []
+    got = backlog.scan(stream, ConsumerGroup(0), 1 << 64, 1000, lambda: calls.append(1) or len(calls) > 2, [])
+    assert (got.entries, got.abort_reason, got.cursor) == (30, "time", 30 << 64)
+    got = backlog.scan(stream, group, 1 << 64, 1000, lambda: False, [])
+    assert (got.entries, got.aborted, got.abort_reason, got.cursor) == (300, False, "done", 0)
+
+
+def test_a_bulk_scan_goes_on_across_batches_of_node_spans() -> None:
+    """The bulk walk reads node spans 256 at a time; the next batch starts right after the last ID read, so
+    an entry whose ID is that ID + 1 (consecutive sequence numbers) is the next one examined."""
+    stream = Stream()
+    for seq in range(600):
+        stream.add_id(7, seq, [b"k", b"v"], 1)  # 600 nodes of one entry, IDs 7-0 .. 7-599
+    got = backlog.scan(stream, ConsumerGroup(0), 0, 10_000, lambda: False, [])
+    assert (got.entries, got.first_id, got.last_id, got.aborted) == (600, 7 << 64, (7 << 64) + 599, False)
+
+
+def test_the_entry_at_the_greatest_id_is_backlog() -> None:
+    stream = Stream()
+    stream.add_id(5, 0, [b"k", b"v"])
+    stream.append(MAX_ID, [b"k", b"v"])  # XADD s 18446744073709551615-18446744073709551615
+    got = backlog.scan(stream, ConsumerGroup(MAX_ID - 1), MAX_ID, 10, lambda: False, [])
+    assert (got.entries, got.first_id, got.last_id) == (1, MAX_ID, MAX_ID)
