@@ -18,7 +18,7 @@ a clock. The stream is read only through its counters (`len(stream)`,
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from heapq import heapify, heappush
 from itertools import islice, repeat
@@ -104,11 +104,27 @@ class PendingList:
             order.insert(i, entry_id)
 
     def insert_new(self, entry_ids: list[int], pending: PendingEntry) -> None:
-        """__setitem__ for increasing IDs none of which is pending, all sharing `pending`."""
+        """__setitem__ for increasing IDs none of which is pending, all sharing `pending`.
+
+        IDs older than the last (a KEYSHARED group's deferred entries) are merged into the span of
+        `order` they cover with one C-level sort of two sorted runs, unless a stale copy of one of
+        them lies there (then one by one, as __setitem__): the same list either way.
+        """
         self.entries.update(dict.fromkeys(entry_ids, pending))
         order, head = self.order, self.head
         if not order or entry_ids[0] > order[-1]:
             order.extend(entry_ids)
+            return
+        lo = bisect_left(order, entry_ids[0], head)
+        hi = bisect_right(order, entry_ids[-1], lo)
+        if lo == hi:
+            order[lo:lo] = entry_ids
+            return
+        span = order[lo:hi]
+        if set(span).isdisjoint(entry_ids):
+            span += entry_ids
+            span.sort()
+            order[lo:hi] = span
             return
         for entry_id in entry_ids:
             i = bisect_left(order, entry_id, head)

@@ -115,3 +115,32 @@ def test_reads_past_254_consumers_decide_as_the_entry_loop(monkeypatch):
         model.check()
         outcomes.append((model_test.keyshared_state(model.server), model.batches))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pending_insert_new_merge_matches_one_by_one(seed: int) -> None:
+    """PendingList.insert_new (a batch of older IDs merged into its span of `order`) leaves the very
+    list, stale copies and counts that inserting the IDs one by one (__setitem__) leaves."""
+    from storage.consumer_group import PendingEntry, PendingList
+
+    rng = random.Random(seed)
+    fast, slow = PendingList(), PendingList()
+    for _ in range(600):
+        roll = rng.random()
+        if roll < 0.45 or not fast.entries:
+            base = rng.randrange(0, 400)
+            ids = sorted(i for i in set(rng.sample(range(base, base + rng.choice([3, 12, 60])), rng.randint(1, 3))) if i not in fast.entries)
+            if not ids:
+                continue
+            pending = PendingEntry(None, 0)
+            fast.insert_new(ids, pending)
+            for entry_id in ids:
+                slow[entry_id] = pending
+        else:
+            for entry_id in rng.sample(sorted(fast.entries), min(len(fast.entries), rng.randint(1, 4))):
+                fast.pop(entry_id)
+                slow.pop(entry_id)
+        if rng.random() < 0.1 and fast.entries:
+            assert fast.first() == slow.first()
+        assert fast.order == slow.order and fast.head == slow.head and fast.stale == slow.stale
+        assert fast.entries == slow.entries
