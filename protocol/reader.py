@@ -73,11 +73,9 @@ def _huge(data: bytes) -> bool:
 # Simple strings, verbatim strings and big numbers: RESP types hiredis hands back as
 # bytes, like a bulk string, where Redis takes bulk strings only ("expected '$', got
 # '+'"). A read with one of their type bytes ('+' '=' '(' are 43 61 40: a memchr each)
-# is checked to be canonical requests (`_bulks_only`) and, if it is not, read again
+# is checked (`_other_strings`, `_canonical_prefix`) and, if it may hold one, read again
 # header by header (`_walk`), which raises Redis's error at the element Redis refuses.
 # Only the check runs for an argument `+` (XRANGE k - +): the walk halved XRANGE's speed.
-# A verbatim string's header and content type, as hiredis accepts one (`=N\r\nxxx:`).
-_verbatim_search = re.compile(rb"=[0-9]+\r\n...:", re.DOTALL).search
 _pack = hiredis.pack_command
 _UNREAD = object()  # RequestReader._first when `request` left nothing for `feed`
 _SET_START = re.compile(rb"\n~[0-9]")  # where a RESP3 set header may start a request (a literal prefix: fast)
@@ -295,16 +293,25 @@ def encoded_size(commands: list) -> int:
     return size
 
 
-def _bulks_only(data: bytes, start: int, commands: list, ended: bool) -> bool:
-    """Whether hiredis read `commands` from data[start:] as canonical requests, arrays of bulk strings
-    only: else a simple, verbatim or big-number string may stand where Redis wants a '$' (`_walk` tells).
+def _other_strings(data: bytes, start: int, joined: bytes) -> bool:
+    """Whether the requests hiredis read from data[start:] (their arguments joined: `joined`) may hold
+    a simple, verbatim or big-number string where Redis wants a '$' (`_walk` tells). False is certain.
 
-    ended: the commands end where data ends. Then sizes tell, without a copy: every simple or big-number
-    string is 3 bytes or more shorter than the bulk it stands for, a verbatim 4 or 5 longer (hiredis drops
-    its `txt:`), and lengths hiredis accepts have no sign or leading zero; a verbatim is looked for apart,
-    as one could even out a shorter element. Otherwise the canonical bytes themselves are compared."""
-    if ended:
-        return len(data) - start == encoded_size(commands) and (61 not in data or _verbatim_search(data, start) is None)
+    Counts of each type byte tell, at C speed: every '+' '=' '(' of a bulk's payload, or of such a
+    string's text, is in both; the type byte of such a string is in the data only, and no header holds
+    one (hiredis refuses a sign in a length). Only bytes that are no argument add to the data's count as
+    well: the two after a payload, passed over unread (Redis, hiredis), a verbatim's dropped `txt:`, and
+    a request cut at the end of data."""
+    return (
+        (43 in data and data.count(b"+", start) != joined.count(b"+"))
+        or (61 in data and data.count(b"=", start) != joined.count(b"="))
+        or (40 in data and data.count(b"(", start) != joined.count(b"("))
+    )
+
+
+def _canonical_prefix(data: bytes, start: int, commands: list) -> bool:
+    """Whether data[start:] begins with `commands` as canonical requests (arrays of bulk strings only,
+    as `hiredis.pack_command` writes them): where the requests end is not known (a request is cut)."""
     return data.startswith(b"".join([_pack(tuple(argv)) for argv in commands]), start)
 
 
@@ -401,11 +408,16 @@ class RequestReader:
                 argv = None
             if type(argv) is list and argv and not reader.has_data():
                 try:  # requests are arrays of bulk strings only: a C-level join checks every argument
-                    b"".join(argv)
+                    joined = b"".join(argv)
                 except TypeError:
                     pass
                 else:
-                    if not (43 in data or 61 in data or 40 in data) or _bulks_only(data, 0, [argv], True):
+                    if not (43 in data or 61 in data or 40 in data):
+                        return argv
+                    # `_other_strings`, its usual case inlined (a call costs more than it): one '+', an argument
+                    if 61 not in data and 40 not in data and data.count(b"+") == 1 and 43 in joined:
+                        return argv
+                    if not _other_strings(data, 0, joined):
                         return argv
                     argv = None  # a simple, verbatim or big-number string may be in it: `feed` reads it again
             self._first = argv
@@ -431,10 +443,10 @@ class RequestReader:
                     # the requests took every byte and the read ends on a boundary.
                     if not reader.has_data():
                         try:  # requests are arrays of bulk strings only: a C-level join checks every argument
-                            b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
+                            joined = b"".join(argv) if len(commands) == 1 else b"".join(chain.from_iterable(commands))
                         except TypeError:
                             break
-                        if (43 in data or 61 in data or 40 in data) and not _bulks_only(data, 0, commands, True):
+                        if (43 in data or 61 in data or 40 in data) and _other_strings(data, 0, joined):
                             break  # a simple, verbatim or big-number string may be in them: the general path reads them
                         if 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
                             break  # a request may start with a set header: the general path reads it as Redis does
@@ -444,11 +456,11 @@ class RequestReader:
                 argv = None
             if argv is False:  # a request is cut at the end of the read
                 try:
-                    b"".join(chain.from_iterable(commands))
+                    joined = b"".join(chain.from_iterable(commands))
                     at = self._boundary(data, 0, commands, 0, 0)
                     if data[at : at + 1] != b"*":  # the cut item is an inline line to Redis
                         argv = None
-                    elif (43 in data or 61 in data or 40 in data) and not _bulks_only(data, 0, commands, False):
+                    elif (43 in data or 61 in data or 40 in data) and _other_strings(data, 0, joined) and not _canonical_prefix(data, 0, commands):
                         argv = None  # a simple, verbatim or big-number string may be in them (`at` is then wrong)
                     elif 126 in data and len(commands) > 1 and _SET_START.search(data) is not None:
                         argv = None  # a request may start with a set header: the general path reads it
@@ -891,9 +903,14 @@ class RequestReader:
 
     def _walk_other_strings(self, data: bytes, start: int, commands: list, begun: int, count: int = -1, ended: bool = False) -> None:
         """`_walk` the requests begun in a read with a simple, verbatim or big-number string's type byte,
-        unless they are canonical (`_bulks_only`; ended: they end where data ends)."""
-        if start >= 0 and (43 in data or 61 in data or 40 in data) and not _bulks_only(data, start, commands[begun:], ended):
-            self._walk(data, start, commands, begun, count)
+        unless they hold none (ended: they end where data ends, and the counts of those bytes tell)."""
+        if start < 0 or not (43 in data or 61 in data or 40 in data):
+            return
+        if not _other_strings(data, start, b"".join(chain.from_iterable(commands[begun:]))):
+            return
+        if not ended and _canonical_prefix(data, start, commands[begun:]):
+            return  # the cut request after them has such a byte
+        self._walk(data, start, commands, begun, count)
 
     def _walk(self, data: bytes, start: int, commands: list, begun: int, count: int = -1) -> None:
         """Read the requests hiredis completed from `start` (commands[begun] on) header by header, as Redis does.

@@ -303,6 +303,7 @@ OTHER_STRING_CASES = [
     # no error: the same bytes as data, and a payload's two trailing bytes that are no CRLF
     (pack("XRANGE", "k", "-", "+") + pack("ECHO", "(1=") + pack("ECHO", "=5\r\ntxt:a"), [[b"XRANGE", b"k", b"-", b"+"], [b"ECHO", b"(1="], [b"ECHO", b"=5\r\ntxt:a"]], None),
     (b"*2\r\n$4\r\nECHOxx$1\r\n+\r\n", [[b"ECHO", b"+"]], None),
+    (b"*2\r\n$4\r\nECHO+($1\r\n+\r\n" + pack("PING"), [[b"ECHO", b"+"], [b"PING"]], None),
 ]
 
 
@@ -378,17 +379,19 @@ def test_hiredis_reads_only_four_types_as_bytes():
     assert as_bytes == set(b"$+(=")
 
 
-def test_hiredis_sizes_of_the_string_types():
-    """A bulk length hiredis accepts is canonical; a simple or big-number string is shorter than its bulk,
-    a verbatim longer (hiredis drops its content type): only a verbatim can even out a shorter one."""
-    for header in (b"$04", b"$+4", b"$ 4", b"$4 ", b"$-0", b"$0x4"):
+def test_hiredis_keeps_every_byte_of_these_strings_but_the_type():
+    """The reader's check counts '+' '=' '(' in the data and in the arguments: hiredis refuses them in a
+    header (no sign in a length), and keeps the text of a simple, big-number or verbatim string as it is,
+    dropping only the type byte (and a verbatim's 4-byte content type)."""
+    for header in (b"$+4", b"$4+", b"$=4", b"$(4", b"$04", b"$-0"):
         assert isinstance(_hiredis_element(header + b"\r\nPING\r\n"), hiredis.ProtocolError), header
-    for header in (b"*01", b"*+1", b"* 1", b"*-0"):
+    for header in (b"*+1", b"*1+", b"*=1", b"*(1", b"*01"):
         reader = hiredis.Reader()
         reader.feed(header + b"\r\n$4\r\nPING\r\n")
         with pytest.raises(hiredis.ProtocolError):
             reader.gets()
-    assert _hiredis_element(b"+0123456789\r\n") == b"0123456789"  # 13 bytes for a 17-byte bulk
+    assert isinstance(_hiredis_element(b"=+9\r\ntxt:a+=(b\r\n"), hiredis.ProtocolError)
+    assert _hiredis_element(b"++a=(\r\n") == b"+a=("
+    assert _hiredis_element(b"=9\r\ntxt:a+=(b\r\n") == b"a+=(b"
     assert _hiredis_element(b"(-12\r\n") == b"-12"
-    assert _hiredis_element(b"=5\r\ntxt:a\r\n") == b"a"  # 11 bytes for a 7-byte bulk
-    assert isinstance(_hiredis_element(b"=4\r\nabcd\r\n"), hiredis.ProtocolError)  # content type's ':' required
+    assert isinstance(_hiredis_element(b"(+12\r\n"), hiredis.ProtocolError)  # a big number's text: digits and a '-'
