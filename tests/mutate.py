@@ -60,6 +60,14 @@ TESTS: dict[str, list[str]] = {
     "storage/claim.py": ["tests/test_claim_survivors.py", "tests/test_claim_model.py", "tests/test_claim_effects.py"],
     "storage/keyshared*.py": ["tests/test_keyshared_ring.py", "tests/test_keyshared_model.py", "tests/test_keyshared.py"],
     "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
+    "pipeline/stream_ids.py": ["tests/test_pipeline_stream_ids.py"],
+    "pipeline/idempotence.py": ["tests/test_pipeline_idempotence.py"],
+    "pipeline/option*.py": [  # the option tests of test_spark_firsthour.py that need no Spark session or server
+        "tests/test_pipeline_options.py",
+        "tests/test_spark_firsthour.py::test_read_option_names",
+        "tests/test_spark_firsthour.py::test_valid_options_and_spark_own_ones_pass",
+        "tests/test_spark_firsthour.py::test_write_option_names",
+    ],
 }
 SKIP = {".git", ".venv", "mutants", "data", "__pycache__", ".hypothesis", ".pytest_cache", ".ruff_cache", "spark-warehouse", "metastore_db"}
 
