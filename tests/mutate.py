@@ -62,6 +62,8 @@ TESTS: dict[str, list[str]] = {
     "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
     "pipeline/stream_ids.py": ["tests/test_pipeline_stream_ids.py"],
     "pipeline/idempotence.py": ["tests/test_pipeline_idempotence.py"],
+    "pipeline/batch_reader.py": ["tests/test_pipeline_batch_reader.py"],
+    "pipeline/arrow_batches.py": ["tests/test_pipeline_arrow_batches.py", "tests/test_pipeline_batch_reader.py"],
     "pipeline/option*.py": [  # the option tests of test_spark_firsthour.py that need no Spark session or server
         "tests/test_pipeline_options.py",
         "tests/test_spark_firsthour.py::test_read_option_names",
