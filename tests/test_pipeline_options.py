@@ -62,6 +62,8 @@ def test_connection_pieces_and_describe():
     assert connection_from({"url": "redis://secret@x:1"}).describe() == "redis://:***@x:1"
     assert connection_from({"url": "redis://a:b:c@d@x:1"}).describe() == "redis://a:***@x:1"
     assert connection_from({"url": ""}).url is None
+    # a second "://" after the credentials (in a query string) is the host part's
+    assert connection_from({"url": "redis://u:pw@h:1/0?x=a://b"}).describe() == "redis://u:***@h:1/0?x=a://b"
     msg = _err(connection_from, {"url": "http://u:pw@x"})
     assert msg == "option 'url' must start with redis://, rediss:// or unix://, got 'http://u:***@x'"
     assert _err(connection_from, {"url": "x@y"}) == "option 'url' must start with redis://, rediss:// or unix://, got 'x@y'"
@@ -128,7 +130,10 @@ def test_read_option_bounds_and_aliases():
     assert read_options({**base, "group": "g"}, streaming=True).group == "g"
     assert read_options({**base, "group": ""}, streaming=True).group is None
     # Spark hands options as any mapping with any case; None is an empty value
-    assert read_options({"Streams": " a , b ,", "ReadCount": 5, "group": None}.items(), streaming=False).streams == ("a", "b")
+    mixed = read_options({"Streams": " a , b ,", "ReadCount": 5, "group": None}.items(), streaming=False)
+    assert (mixed.streams, mixed.read_count, mixed.group) == (("a", "b"), 5, None)
+    assert _err(read_options, {**base, "failondataloss": "sometimes"}, streaming=True) == (
+        "option 'failOnDataLoss' must be true or false, got 'sometimes'")
     assert read_options({"stream": "s"}, streaming=False).streams == ("s",)
     assert read_options({"streams": "a", "stream": "s"}, streaming=False).streams == ("a",)
     assert _err(read_options, {"streams": " , "}, streaming=False) == (
@@ -138,6 +143,10 @@ def test_read_option_bounds_and_aliases():
     assert _err(read_options, {"streams": "a", "endingoffsets": "latest"}, streaming=True) == (
         "option 'endingOffsets' is for batch reads only; a streaming read has no end")
     assert read_options({"streams": "a", "startingoffsets": "latest"}, streaming=False).starting == {"a": Position("latest")}
+    assert _err(read_options, {"streams": "a", "startingoffset": "1"}, streaming=True).startswith(
+        "unknown option 'startingoffset' for a Millrace streaming read; did you mean 'startingOffsets'?")
+    assert _err(read_options, {"streams": "a", "startingoffset": "1"}, streaming=False).startswith(
+        "unknown option 'startingoffset' for a Millrace read; did you mean 'startingOffsets'?")
 
 
 def test_positions():
@@ -152,6 +161,8 @@ def test_positions():
     assert read_options({**streams, "startingoffsets": spec}, streaming=True).starting == {"a": Position("earliest"), "b": Position("latest")}
     spec = '{"a": "LATEST", "b": 7}'
     assert read_options({**streams, "startingoffsets": spec}, streaming=True).starting == {"a": Position("latest"), "b": Position("id", 7 * 2**64)}
+    got = read_options({**streams, "startingoffsets": '{"b": "1-1"}'}, streaming=False).starting
+    assert got == {"a": Position("earliest"), "b": Position("id", 2**64 + 1)}  # the batch default for the others
     spec = '{"a": "earliest"}'
     assert read_options({**streams, "startingoffsets": spec}, streaming=True).starting == {"a": Position("earliest"), "b": Position("latest")}
     for bad in ('{"a": -3}', '{"a": "x"}', '{"a": null}', '{"a": "1-2-3"}', f'{{"a": "{U64 + 1}-0"}}'):
@@ -181,6 +192,7 @@ def test_write_options():
     assert _err(write_options, {"maxlen": "1", "minid": "1"}) == (
         "options 'maxlen' and 'minid' cannot be used together (XADD accepts one trimming strategy)")
     assert write_options({"maxlen": "", "minid": "1"}).maxlen is None
+    assert _err(write_options, {"approximate": "maybe"}) == "option 'approximate' must be true or false, got 'maybe'"
     for raw, want in (("auto", "auto"), (" Auto", "auto"), ("1", "true"), ("off", "false"), ("NO", "false"), ("yes", "true")):
         assert write_options({"exactlyonce": raw}).exactly_once == want
     assert _err(write_options, {"exactlyonce": " Maybe"}) == "option 'exactlyOnce' must be auto, true or false, got 'maybe'"
