@@ -70,10 +70,12 @@ def test_partitions_and_reads_against_the_model(seed, monkeypatch):
     made = []
 
     def connect(conn):
+        assert conn is options.connection
         made.append(FakeClient(model))
         return made[-1]
 
     def stream_info(client, key):
+        assert client is made[-1]
         entries = model[key]
         lg = entries[-1][0] + rng.choice([0, 0, 3]) if entries else rng.choice([0, make_id(1, 0)])
         return _info(key, len(entries), lg, entries[0][0] if entries else 0, entries[-1][0] if entries else 0)
@@ -85,14 +87,20 @@ def test_partitions_and_reads_against_the_model(seed, monkeypatch):
             yield page[start:start + count]
 
     monkeypatch.setattr(batch_reader, "connect", connect)
-    monkeypatch.setattr(batch_reader, "ping", lambda client, conn: setattr(client, "pings", client.pings + 1))
+    def ping(client, conn):
+        assert client is made[-1] and conn is options.connection
+        client.pings += 1
+
+    monkeypatch.setattr(batch_reader, "ping", ping)
     monkeypatch.setattr(batch_reader, "stream_info", stream_info)
     monkeypatch.setattr(batch_reader, "scan_range", scan_range)
     for _ in range(25):
         model = _model(rng)
         names = list(model)
         raw = {"streams": ",".join(names), "readcount": str(rng.choice([1, 2, 1000]))}
-        if rng.random() < 0.5:
+        if rng.random() < 0.2:
+            raw["startingoffsets"] = "latest"
+        elif rng.random() < 0.5:
             raw["startingoffsets"] = json.dumps({names[0]: format_id(rng.choice([0, make_id(2, 0), make_id(4, 1)]))})
         if rng.random() < 0.4:
             raw["endingoffsets"] = json.dumps({names[-1]: format_id(rng.choice([0, make_id(3, 0), make_id(6, 5)]))})
@@ -110,7 +118,7 @@ def test_partitions_and_reads_against_the_model(seed, monkeypatch):
         rng.setstate(rng_state)
         spans = []
         for key in names:
-            info = stream_info(None, key)
+            info = stream_info(made[0], key)
             after = start_after(options.starting[key], info, options.starting_timestamp)
             upto = end_upto(options.ending[key], info)
             spans.append(Span(key, after, upto, info.first_entry_id, info.last_entry_id, info.length))

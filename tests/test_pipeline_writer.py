@@ -76,8 +76,63 @@ class Client(InProcessRedis):
 @pytest.fixture
 def client(monkeypatch):
     c = Client()
-    monkeypatch.setattr(writer, "connect", lambda conn: c)
+
+    def connect(conn):
+        assert conn == c.expected_connection
+        return c
+
+    c.expected_connection = write_options({}).connection
+    monkeypatch.setattr(writer, "connect", connect)
     return c
+
+
+class OldServer(Client):
+    """A server that reports a Redis version without IDMP, or cannot be reached."""
+
+    def __init__(self, reachable=True):
+        super().__init__()
+        self.reachable = reachable
+
+    def info(self, section=None, *args, **kwargs):
+        return {"redis_version": "7.4.2"}
+
+    def ping(self, **kwargs):
+        if not self.reachable:
+            raise redis.ConnectionError("refused")
+        return True
+
+
+def test_unreachable_or_old_servers_are_named(monkeypatch, caplog):
+    options = write_options({"stream": "s", "host": "h9", "port": "7", "exactlyonce": "true"})
+    for reachable in (False, True):
+        server = OldServer(reachable)
+        monkeypatch.setattr(writer, "connect", lambda conn, s=server: s if conn == options.connection else pytest.fail("wrong connection"))
+        want = ("millrace: cannot connect to the server at redis://h9:7/0 (option 'url' or 'host'/'port'): refused" if not reachable
+                else "millrace: the server at redis://h9:7/0 does not support XADD IDMP")
+        for call in (lambda: check_reachable(options), lambda: write_batches(options, iter([({"v": ["1"]}, 1)]))):
+            with pytest.raises(SourceError) as excinfo:
+                call()
+            assert str(excinfo.value).startswith(want)
+        assert server.closed == 1  # check_reachable's (write_batches fails before its try: the client is left to GC)
+    quiet = write_options({"stream": "s", "exactlyonce": "false"})
+    caplog.set_level("WARNING", logger="millrace.spark")
+    server = OldServer()
+    monkeypatch.setattr(writer, "connect", lambda conn: server)
+    check_reachable(quiet)
+    assert write_batches(quiet, iter([({"v": ["1"]}, 1)])) == WriteCount(1)
+    assert caplog.records == []
+    check_reachable(write_options({"stream": "s", "host": "h8"}))
+    assert [r.getMessage()[:48] for r in caplog.records] == ["millrace: the server at redis://h8:6379/0 has no"]
+
+
+def test_idmp_chunks_follow_the_stream_maxsize(client):
+    client.execute_command("XADD", "s", "1-1", "seed", "x")
+    client.execute_command("XCFGSET", "s", "IDMP-DURATION", "100", "IDMP-MAXSIZE", "2")
+    options = write_options({"stream": "s", "writeid": "w"})
+    rows = [({"v": list("abcde")}, 5)]
+    write_batches(options, iter([(dict(c), n) for c, n in rows]))
+    assert write_batches(options, iter([(dict(c), n) for c, n in rows])) == WriteCount(5)
+    assert len(_entries(client, "s")) == 6  # three producers of two iids each: the repeat adds nothing
 
 
 def _entries(c, key):
@@ -244,6 +299,7 @@ def test_column_helpers():
     assert list(_row_columns(iter(rows), 2)) == [({"stream": ["a", "b"], "v": [1, 2]}, 2), ({"stream": ["c"], "v": [3]}, 1)]
     assert list(_row_columns(iter(rows), 3)) == [({"stream": ["a", "b", "c"], "v": [1, 2, 3]}, 3)]
     assert list(_row_columns(iter([]), 3)) == []
+    assert [n for _, n in _row_columns(iter(rows), 1)] == [1, 1, 1]
 
 
 def test_writers_and_check_reachable(client):
@@ -257,7 +313,9 @@ def test_writers_and_check_reachable(client):
     assert bw.write(iter([batch])) == WriteCount(3)  # the same write retried: IDMP adds nothing
     assert [e[1] for e in _entries(client, "w")] == [{b"v": b"1"}, {b"v": b"2"}, {b"v": b"3"}]
     sw = StreamWriter(options, schema)
-    assert sw.commit([], 0) is None and sw.abort([], 0) is None
+    assert sw.commit([], 0) is None and sw.abort([], 0) is None and sw.options is options
+    assert sw.write(iter([batch.slice(0, 1)])) == WriteCount(1)
+    assert len(_entries(client, "w")) == 4
     closed = client.closed
     check_reachable(options)
     assert client.closed == closed + 1
