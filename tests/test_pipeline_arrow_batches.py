@@ -188,9 +188,11 @@ def test_record_batches_groups_pages(seed):
             want.append(pending)
         batches = list(record_batches("s", iter(pages), plan, size))
         assert [b.num_rows for b in batches] == want
-        ids = [row["id"] for b in batches for row in b.to_pylist()]
-        assert ids == [e[0].decode() for page in pages for e in page]
+        rows = [(row["stream"], row["id"]) for b in batches for row in b.to_pylist()]
+        assert rows == [("s", e[0].decode()) for page in pages for e in page]
     many = [[[f"{i}-0".encode(), []] for i in range(5000)], [[b"9-9", []] for _ in range(3200)]]
     assert [b.num_rows for b in record_batches("s", iter(many), plan)] == [8200]
     assert [b.num_rows for b in record_batches("s", iter(many * 2), plan)] == [8200, 8200]
+    exact = [[[b"1-1", []]] * 8192, [[b"2-2", []]]]
+    assert [b.num_rows for b in record_batches("s", iter(exact), plan)] == [8192, 1]  # 8192 rows a batch by default
     assert isinstance(plan, BatchPlan) and pa.types.is_map(plan.arrow_schema.field("fields").type)
