@@ -65,6 +65,8 @@ TESTS: dict[str, list[str]] = {
     "pipeline/batch_reader.py": ["tests/test_pipeline_batch_reader.py"],
     "pipeline/save_modes.py": ["tests/test_pipeline_save_modes.py"],
     "pipeline/writer.py": ["tests/test_pipeline_writer.py"],
+    "pipeline/client.py": ["tests/test_pipeline_client.py"],
+    "pipeline/source.py": ["tests/test_pipeline_client.py"],
     "pipeline/arrow_batches.py": ["tests/test_pipeline_arrow_batches.py", "tests/test_pipeline_batch_reader.py"],
     "pipeline/option*.py": [  # the option tests of test_spark_firsthour.py that need no Spark session or server
         "tests/test_pipeline_options.py",
