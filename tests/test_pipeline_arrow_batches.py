@@ -26,6 +26,8 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from pipeline.arrow_batches import DEFAULT_SCHEMA, BatchPlan, plan_for, record_batches, to_record_batch
@@ -128,6 +130,15 @@ def test_other_field_types():
                                 [b"2-0", []]], plan).to_pylist()
     assert got == [{"i": 7, "h": -3, "f": 0.5, "d": decimal.Decimal("12.25"), "day": datetime.date(2024, 2, 29)},
                    {"i": None, "h": None, "f": None, "d": None, "day": None}]
+
+
+def test_timestamps_are_utc():
+    plan = plan_for(StructType([StructField("t", TimestampType()), StructField("n", TimestampNTZType())]))
+    assert plan.arrow_schema.field("t").type == pa.timestamp("us", tz="UTC")
+    assert plan.arrow_schema.field("n").type == pa.timestamp("us")
+    got = to_record_batch("s", [[b"1-0", [b"t", b"2024-02-29T01:02:03+01:00", b"n", b"2024-02-29 01:02:03"]]], plan).to_pylist()
+    assert got == [{"t": datetime.datetime(2024, 2, 29, 0, 2, 3, tzinfo=datetime.UTC),
+                    "n": datetime.datetime(2024, 2, 29, 1, 2, 3)}]
 
 
 def test_a_field_that_does_not_convert_names_itself():
