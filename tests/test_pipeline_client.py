@@ -193,6 +193,29 @@ def test_scan_range_abandoned_mid_read_drops_the_connection():
     assert [len(p) for p in last] == [2] and len(c.connection_pool.given[-1].sent) == 1  # a full page at upto: no more asked
 
 
+def test_scan_range_failing_on_a_read_drops_the_connection():
+    c = Client()
+    for i in range(1, 6):
+        c.execute_command("XADD", "s", f"{i}-0", "f", "v")
+    for fail_at in (1, 2):  # the first page's read, or the second's (a reply may still be on its way)
+        pages = scan_range(c, "s", 0, make_id(5, 0), 2)
+        conn_class_read = Conn.read_response
+
+        def read_response(self, fail_at=fail_at, real=conn_class_read):
+            if self.read + 1 == fail_at:
+                raise redis.TimeoutError("timed out")
+            return real(self)
+
+        Conn.read_response = read_response
+        try:
+            with pytest.raises(redis.TimeoutError):
+                list(pages)
+        finally:
+            Conn.read_response = conn_class_read
+        conn = c.connection_pool.given[-1]
+        assert conn.disconnected == 1 and c.connection_pool.released[-1] is conn
+
+
 def test_stream_info_errors_and_absent_fields():
     c = Client()
     with pytest.raises(SourceError) as excinfo:
