@@ -10,6 +10,7 @@ import random
 
 import pytest
 import redis
+import redis.sentinel
 from redis.sentinel import SentinelConnectionPool
 
 from pipeline import writer
@@ -100,6 +101,9 @@ def test_connect_builds_the_client_the_options_describe():
     assert (pool.connection_kwargs["db"], pool.connection_kwargs["password"], pool.connection_kwargs["socket_timeout"],
             pool.connection_kwargs["protocol"]) == (3, "p", 4.0, 2)
     assert s.response_callbacks["XRANGE"] is _identity
+    assert pool.connection_kwargs.get("username") is None and pool.connection_class is redis.sentinel.SentinelManagedConnection
+    secure = connect(connection_from({"sentinel": "a:1", "username": "uu", "ssl": "true"})).connection_pool
+    assert secure.connection_kwargs["username"] == "uu" and secure.connection_class is redis.sentinel.SentinelManagedSSLConnection
 
 
 class Pinger:
