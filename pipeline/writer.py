@@ -97,6 +97,13 @@ def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list
     write_id: the identity of a `df.write` (a streaming write's comes from its query, see RowIdentity).
     """
     client = connect(options.connection)
+    try:
+        return _write(client, options, batches, write_id)
+    finally:
+        client.close()  # also when the first PING or the exactlyOnce check fails
+
+
+def _write(client: redis.Redis, options: SourceOptions, batches: Iterator[tuple[dict[str, list], int]], write_id: str | None) -> WriteCount:
     ping(client, options.connection)
     identity = None
     if use_idmp(client, options.exactly_once, options.connection.describe()):
@@ -140,8 +147,6 @@ def write_batches(options: SourceOptions, batches: Iterator[tuple[dict[str, list
         _flush(pipe)
     except redis.ConnectionError as exc:
         raise SourceError(f"millrace: lost the server at {options.connection.describe()} while writing: {exc}")
-    finally:
-        client.close()
     return WriteCount(written)
 
 
