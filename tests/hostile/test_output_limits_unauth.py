@@ -17,27 +17,13 @@ from types import SimpleNamespace
 import pytest
 
 from server import output_limits
-from tests.hostile.test_output_limits import CLASSES_DEFAULT, CLOSING, read_until_closed, small_buffers_socket
+from tests.hostile import test_output_limits
+from tests.hostile.test_output_limits import CLOSING, read_until_closed, small_buffers_socket
 from tests.rawclient import RawConn, encode_command
-from tests.servers import millrace_and_redis
 
-
-@pytest.fixture(scope="module")
-def servers():
-    yield from millrace_and_redis()
-
-
-@pytest.fixture(autouse=True)
-def reset(servers):
-    yield
-    for proc in servers:
-        with proc.client(password="pw") as client:
-            try:
-                client.config_set("requirepass", "")
-            except Exception:  # noqa: BLE001 - no password was set
-                pass
-        with proc.client() as client:
-            client.config_set("client-output-buffer-limit", CLASSES_DEFAULT)
+# Redis 8.2.3 and Millrace, and the limits put back after each test: test_output_limits's fixtures.
+servers = test_output_limits.servers
+reset = test_output_limits.reset
 
 
 class _Transport:
