@@ -483,27 +483,13 @@ class RequestReader:
             data = self._held + data
             self._held = b""
         if self._direct is not None:
-            try:
-                end = self._feed_direct(data, commands)
-            except QueryBufferLimit:
-                return commands, ""
-            except ProtocolError as exc:
-                return commands, f"ERR Protocol error: {exc}"
-            if end == len(data):
-                self._clean = self._is_clean()
-                return commands, None
-            data = data[end:]
+            data, done = self._feed_outside(self._feed_direct, data, commands)
+            if done is not None:
+                return done
         if self._big is not None:
-            try:
-                end = self._feed_big(data, commands)
-            except QueryBufferLimit:
-                return commands, ""
-            except ProtocolError as exc:
-                return commands, f"ERR Protocol error: {exc}"
-            if end == len(data):
-                self._clean = self._is_clean()
-                return commands, None
-            data = data[end:]
+            data, done = self._feed_outside(self._feed_big, data, commands)
+            if done is not None:
+                return done
         edge = len(data) - 3 if len(data) > 3 else 0
         tail = _COUNT_TAIL.search(data, edge)
         if tail is not None:
@@ -525,6 +511,20 @@ class RequestReader:
         self._go_big()
         self._clean = self._is_clean()
         return commands, None
+
+    def _feed_outside(self, feed, data: bytes, commands: list) -> tuple[bytes, tuple | None]:
+        """Run one of the readers that work outside hiredis (`_feed_direct`, `_feed_big`) over data:
+        (the bytes left for what follows, None), or (b"", feed's return value) when it ends the read."""
+        try:
+            end = feed(data, commands)
+        except QueryBufferLimit:
+            return b"", (commands, "")
+        except ProtocolError as exc:
+            return b"", (commands, f"ERR Protocol error: {exc}")
+        if end == len(data):
+            self._clean = self._is_clean()
+            return b"", (commands, None)
+        return data[end:], None
 
     def _is_clean(self) -> bool:
         return (
