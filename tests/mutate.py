@@ -58,7 +58,12 @@ TESTS: dict[str, list[str]] = {
     ],
     "storage/idmp.py": ["tests/test_idmp_model.py", "tests/test_idmp.py", "tests/test_idmp_effects.py"],
     "storage/claim.py": ["tests/test_claim_survivors.py", "tests/test_claim_model.py", "tests/test_claim_effects.py"],
-    "storage/keyshared*.py": ["tests/test_keyshared_ring.py", "tests/test_keyshared_model.py", "tests/test_keyshared.py"],
+    "storage/keyshared*.py": [  # (test_keyshared.py's tests run on server processes; only its ring helper is in-process)
+        "tests/test_keyshared_ring.py",
+        "tests/test_keyshared_deferred.py",
+        "tests/test_keyshared_model.py",
+        "tests/test_backlog_keyshared.py",
+    ],
     "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
     "pipeline/stream_ids.py": ["tests/test_pipeline_stream_ids.py"],
     "pipeline/idempotence.py": ["tests/test_pipeline_idempotence.py"],
