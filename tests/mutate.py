@@ -45,7 +45,7 @@ BASE_TESTS = [
 # The in-process tests written for one module's mutants (they call it directly). A run of
 # --paths selects BASE_TESTS plus those of the paths named; a full run selects them all.
 TESTS: dict[str, list[str]] = {
-    "storage/stream.py": ["tests/test_stream_node_bytes.py"],
+    "storage/stream.py": ["tests/test_stream_node_bytes.py", "tests/test_stream_huge.py"],
     "storage/rank.py": ["tests/test_rank.py", "tests/test_rank_survivors.py"],
     "storage/lag.py": ["tests/test_lag.py", "tests/test_lag_survivors.py"],
     "storage/burrow.py": ["tests/test_burrow.py", "tests/test_burrow_model.py"],
@@ -64,7 +64,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_keyshared_model.py",
         "tests/test_backlog_keyshared.py",
     ],
-    "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
+    "storage/backlog.py": ["tests/test_backlog_keyshared.py", "tests/test_backlog_survivors.py", "tests/test_backlog_inprocess.py", "tests/test_backlog.py"],
     "pipeline/stream_ids.py": ["tests/test_pipeline_stream_ids.py"],
     "pipeline/idempotence.py": ["tests/test_pipeline_idempotence.py"],
     "pipeline/batch_reader.py": ["tests/test_pipeline_batch_reader.py"],
