@@ -167,7 +167,10 @@ setconfig_option(b"LOOKAHEAD", _parse_number(b"LOOKAHEAD", 1_000_000), _apply_lo
 
 
 def leave(stream: Stream, group, name: bytes) -> int:
-    """The consumer leaves the ring; its pending entries go back to the group (deferred, for their new owners)."""
+    """The consumer leaves the ring; its pending entries go back to the group (deferred, for their new owners).
+
+    Those above last-delivered-id (pending since before an XGROUP SETID backwards) are not deferred: the
+    group's `>` cursor reaches them again as new entries, and deferring them as well delivered them twice."""
     state = group.keyshared
     state.remove_member(name)
     consumer = group.consumers.get(name)
@@ -176,9 +179,9 @@ def leave(stream: Stream, group, name: bytes) -> int:
     ids = list(consumer.pel)
     hashes = [state.pel_hash.get(i) or state.hash_of(stream.get(i)) for i in ids]
     group.ack_many(ids)
-    get = stream.get
+    get, last = stream.get, group.last_id
     for entry_id, hash_value in zip(ids, hashes, strict=True):
-        if get(entry_id) is not None:  # a PEL reference whose entry is gone (XDEL, KEEPREF) has nothing to deliver
+        if entry_id <= last and get(entry_id) is not None:  # a PEL reference whose entry is gone (XDEL, KEEPREF) has nothing to deliver
             state.defer(entry_id, hash_value)
     return len(ids)
 
