@@ -403,6 +403,9 @@ def random_workload(seed: int, steps: int, replica: Server | None = None):
             for m in models.values():
                 if m is not None:
                     m.expire(now)
+        stream = source.keyspace.dbs[0].data.get(key)
+        if stream is not None and stream.idmp is not None:  # each producer's eviction order (a deque) holds its map's iids, in order
+            assert all(list(iids.order) == list(iids) for iids in stream.idmp.producers.values()), _step
         if key in models:
             fields = run("XINFO", "STREAM", key)
             got = [fields[name] for name in IDMP_FIELDS]
@@ -545,3 +548,4 @@ def test_junk_arguments_get_error_replies_never_exceptions():
             idmp = stream.idmp
             assert idmp.tracked == sum(map(len, idmp.producers.values()))
             assert all(len(iids) <= idmp.maxsize and iids for iids in idmp.producers.values())
+            assert all(list(iids.order) == list(iids) for iids in idmp.producers.values())

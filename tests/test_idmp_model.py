@@ -57,6 +57,7 @@ class Model:
 
 def _check(idmp: Idmp, model: Model, now: int) -> None:
     assert idmp.producers == model.maps()
+    assert [list(iids.order) for iids in idmp.producers.values()] == [list(iids) for iids in idmp.producers.values()]  # Fifo's deque in step
     assert [list(iids) for iids in idmp.producers.values()] == [[iid for iid, _ in fifo] for fifo in model.fifos.values()]
     assert idmp.tracked == sum(map(len, model.fifos.values()))
     assert idmp.pids_tracked() == len(model.fifos)

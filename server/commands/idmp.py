@@ -150,11 +150,13 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
         if iids is None:
             idmp.record(pid, iid, entry_id)
         else:  # Idmp.record for a producer that has iids, inlined (its steady state: a full FIFO)
+            order = iids.order
             if len(iids) < idmp.maxsize:
                 idmp.tracked += 1
-            else:
-                del iids[next(iter(iids))]
+            else:  # Fifo.pop_oldest and Fifo.add, inlined
+                del iids[order.popleft()]
             iids[iid] = entry_id
+            order.append(iid)
             idmp.iids_added += 1
             if entry_id >> 64 < idmp.oldest_ms:  # (a producer with iids: oldest_ms is set)
                 idmp.oldest_ms = entry_id >> 64
