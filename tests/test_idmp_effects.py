@@ -49,6 +49,31 @@ def test_auto_iid_is_the_formula_and_the_values_older_files_hold():
     assert auto_iid([b"a", b"bc", b"ab", b"c", b"", b"x"]).hex() == "a6b5d289ffd69a8238e43dd39eaa9f25"
 
 
+def test_the_steady_state_hashes_as_auto_iid():
+    """xadd_idempotent computes a two-pair IDMPAUTO iid inline: through the server, on a stream that
+    already tracks iids (the steady state), each propagated iid is the formula's, and the pinned value."""
+    source = Server()
+    effects: list[list[bytes]] = []
+    source.effect_listeners.append(effects.extend)
+    client = Client(source)
+    source.clock()
+    source.execute(client, [b"XADD", b"s", b"IDMPAUTO", b"p", b"*", b"f", b"v"])  # tracking from here on
+    rnd = random.Random(22)
+    fresh = 0
+    for _ in range(1500):
+        fields = [rnd.randbytes(rnd.randrange(0, 12)) for _ in range(2 * rnd.choice((1, 2, 2, 2, 3)))]
+        del effects[:]
+        reply = source.execute(client, [b"XADD", b"s", b"IDMPAUTO", b"p", b"*", *fields])
+        if effects[0][0] == b"XADD":  # (a repeat of an earlier random list propagates its counters)
+            assert effects == [[b"XADD", b"s", b"IDMP", b"p", reference_iid(fields), reply, *fields]]
+            fresh += 1
+    assert fresh > 1400
+    del effects[:]
+    sensor = [b"sensor-id", b"000000123456", b"temperature", b"10.5"]
+    source.execute(client, [b"XADD", b"s", b"IDMPAUTO", b"p", b"*", *sensor])
+    assert effects[0][4].hex() == "5c2626be7769da8a4242dfd3d17418ec"  # what older files hold
+
+
 def run_with_effects(seed: int, steps: int) -> tuple[Server, list[list[bytes]]]:
     """Idempotent XADDs (the usual forms, which take the fast path) with repeats, expiry, small maps."""
     source = Server()

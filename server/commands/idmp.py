@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from protocol.errors import SYNTAX, ReplyError
 from protocol.reply import Simple
-from storage.idmp import DURATION_RANGE, MAXSIZE_RANGE, Idmp, auto_iid
+from storage.idmp import _U128, DURATION_RANGE, MAXSIZE_RANGE, Idmp, auto_iid, xxh3_128_digest
 from storage.stream import Stream
 from storage.stream_id import SEQ_MASK, format_id, parse_strict_id
 
@@ -38,6 +38,7 @@ EMPTY_PID = "ERR IDMP requires a non-empty producer ID"
 EMPTY_IID = "ERR IDMP requires a non-empty idempotent ID"
 EMPTY_AUTO_PID = "ERR IDMPAUTO requires a non-empty producer ID"
 NO_SUCH_KEY = "ERR no such key"
+_digest, _from_bytes = xxh3_128_digest, int.from_bytes  # auto_iid's, for its two-pair case inlined below
 
 
 # -- XADD IDMP / IDMPAUTO -----------------------------------------------------------
@@ -126,15 +127,20 @@ def xadd_idempotent(ctx, argv: list[bytes], pid: bytes, iid: bytes | None, field
         raise ReplyError(EMPTY_AUTO_PID if iid is None else EMPTY_PID)
     fields = argv[field_pos:]
     if iid is None:
-        iid = auto_iid(fields)
+        if len(fields) == 4:  # two pairs, the usual event: auto_iid's sum, inlined (one Python call less)
+            a, b, c, d = fields
+            iid = ((_from_bytes(_digest(a + b, len(a))) + _from_bytes(_digest(c + d, len(c)))) & _U128).to_bytes(16)
+        else:
+            iid = auto_iid(fields)
     elif not iid:
         raise ReplyError(EMPTY_IID)
     key = argv[1]
     server = ctx.server
     now = server.now
     stream = ctx.db.lookup_type(key, now, Stream)
-    if stream is not None and (idmp := stream.idmp) is not None and not 0 <= idmp.oldest_ms < now - idmp.duration * 1000:
-        # the steady state: nothing can be due to expire (Idmp.expiry_due, inlined)
+    if stream is not None and (idmp := stream.idmp) is not None and idmp.oldest_ms + idmp.duration * 1000 >= now:
+        # the steady state: nothing can be due to expire (Idmp.expiry_due, inlined: with iids tracked,
+        # due means oldest_ms < now - duration; with none, oldest_ms is -1 and either path is right)
         iids = idmp.producers.get(pid)
         if iids is not None:
             entry_id = iids.get(iid)
