@@ -77,8 +77,8 @@ def check(dset: DeferredSet, model: Model, ring: HashRing, rng: random.Random) -
         assert dset.count_owned(byte) == len(mine), byte
         cursor = dset.cursors.get(byte)
         assert cursor is None or all(i >= cursor for i in mine), (byte, cursor)
-    for name in ring.members[:3] + ring.members[-3:]:
-        assert list(dset.owned_by(name)) == sorted((i, h) for i, h in model.hashes.items() if ring.select(h) == name)
+    for name in {*ring.members[:2], *names[:2], *names[253:257], *names[-2:]} - {None}:  # owner bytes below, at and past 254
+        assert list(dset.owned_by(name)) == sorted((i, h) for i, h in model.hashes.items() if ring.select(h) == name), names.index(name)
     assert list(dset.owned_by(b"nobody")) == []
     probes = [rng.randint(0, 3000) for _ in range(5)] + sorted(model.hashes)[:3]
     for probe in probes:
@@ -212,9 +212,41 @@ def test_owner_bytes_cap_at_254_past_254_names() -> None:
     slots, names = ring.table()
     hashes = list(range(1, 65536, 37))
     assert list(owner_bytes(slots, len(names), hashes)) == [min(slots[h], OVERFLOW) for h in hashes]
+    dset = DeferredSet()  # past 254 names a consumer's entries are told apart by hash, exactly
+    dset.retable((slots, names))
+    for entry_id, h in enumerate(hashes):
+        dset.add(entry_id, h)
+    assert len(names) > 256
+    for name in names[:2] + names[252:]:
+        assert list(dset.owned_by(name)) == [(i, h) for i, h in enumerate(hashes) if ring.select(h) == name], names.index(name)
     small = HashRing()
     small.add(b"x")
     small.add(b"y")
     slots, names = small.table()
     assert list(owner_bytes(slots, len(names), hashes)) == [names.index(small.select(h)) for h in hashes]
     assert DeferredSet().owner_byte(5) == 0  # no table yet
+
+
+def test_a_consumer_finds_its_entries_past_emptied_blocks(monkeypatch) -> None:
+    """Blocks emptied by discards stay until a head trim (a span added after them): a consumer's walk skips
+    them, whether first or between others, and finds its entries in the blocks after them."""
+    monkeypatch.setattr(kd, "_BLOCK_MAX", 4)
+    ring = HashRing()
+    ring.add(b"a")
+    dset = DeferredSet()
+    dset.retable(ring.table())
+    for start in (10, 20, 30):  # three full blocks of four
+        ids = list(range(start, start + 4))
+        dset.add_span(ids, array("H", [9] * 4), bytearray(4), 4, [None] * 4, [None] * 4)
+    assert len(dset.blocks) == 3
+    for entry_id in range(20, 24):  # the middle one emptied
+        dset.discard(entry_id)
+    assert [i for i, _h in dset.owned_by(b"a")] == [10, 11, 12, 13, 30, 31, 32, 33]
+    for entry_id in range(10, 14):  # and the first
+        dset.discard(entry_id)
+    assert [block.live for block in dset.blocks] == [0, 0, 4]
+    assert [i for i, _h in dset.owned_by(b"a")] == [30, 31, 32, 33]
+    assert list(dset.irange(0)) == [30, 31, 32, 33] and dset.count_owned(0) == 4
+    dset.add(15, 9)  # the first block holds one again: the emptied middle one is skipped by a compaction
+    dset._compact()
+    assert list(dset.items()) == [(15, 9), (30, 9), (31, 9), (32, 9), (33, 9)] and dset.positions == 5

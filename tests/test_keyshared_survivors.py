@@ -23,9 +23,11 @@ from storage.consumer_group import ConsumerGroup
 from storage.keyshared import (
     LOOKAHEAD_MAX,
     LOOKAHEAD_PER_CONSUMER,
+    NONE_KEY,
     RANGE_SIZE,
     HashRing,
     KeyShared,
+    entry_key,
     first_held_back,
     held_back,
     murmur3_32,
@@ -222,3 +224,10 @@ def test_held_back_counts_the_live_deferred_entries(seed: int) -> None:
         assert held_back(group, stream) == len(held)
         assert first_held_back(group, stream) == (held[0] if held else None)
         assert held_back(group) == len(group.keyshared.deferred)  # without the stream: every deferred entry
+
+
+def test_the_key_is_never_taken_from_a_value_equal_to_the_field_name() -> None:
+    """Fields sit at even positions only: a value spelled like the key field is not the field."""
+    assert entry_key([b"a", b"key", b"key", b"x"], b"key") == b"x"
+    assert entry_key([b"a", b"key", b"b", b"key"], b"key") == NONE_KEY
+    assert entry_key([b"key", b"key", b"key", b"y"], b"key") == b"key"  # the first one counts
