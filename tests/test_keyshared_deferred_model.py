@@ -88,8 +88,9 @@ def check(dset: DeferredSet, model: Model, ring: HashRing, rng: random.Random) -
         if probe in model.hashes:
             assert dset[probe] == model.hashes[probe]
         else:
-            with pytest.raises(KeyError):
+            with pytest.raises(KeyError) as missing:
                 dset[probe]
+            assert missing.value.args == (probe,)  # as a dict's
     assert dset.first() == (min(model.hashes) if model.hashes else None)
 
 

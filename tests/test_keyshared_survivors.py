@@ -231,3 +231,12 @@ def test_the_key_is_never_taken_from_a_value_equal_to_the_field_name() -> None:
     assert entry_key([b"a", b"key", b"key", b"x"], b"key") == b"x"
     assert entry_key([b"a", b"key", b"b", b"key"], b"key") == NONE_KEY
     assert entry_key([b"key", b"key", b"key", b"y"], b"key") == b"key"  # the first one counts
+
+
+def test_a_record_of_only_its_field_loads_as_a_fresh_group() -> None:
+    """load() takes every key but the field as optional (absent = default, the snapshot rule): no timeout,
+    the default look-ahead, no members, nothing pending or deferred."""
+    state = KeyShared.load({"field": b"k"}, {})
+    assert (state.field, state.session_timeout, state.lookahead, state.ring.members) == (b"k", 0, 0, [])
+    assert (state.pel_hash, state.hash_pending, state.hash_owner, list(state.deferred)) == ({}, {}, {}, [])
+    assert state.lookahead_limit() == LOOKAHEAD_PER_CONSUMER
