@@ -240,3 +240,12 @@ def test_a_record_of_only_its_field_loads_as_a_fresh_group() -> None:
     assert (state.field, state.session_timeout, state.lookahead, state.ring.members) == (b"k", 0, 0, [])
     assert (state.pel_hash, state.hash_pending, state.hash_owner, list(state.deferred)) == ({}, {}, {}, [])
     assert state.lookahead_limit() == LOOKAHEAD_PER_CONSUMER
+
+
+def test_a_new_group_has_no_session_timeout_and_the_default_look_ahead() -> None:
+    """XGROUP CREATE ... KEYSHARED builds KeyShared(field): members never time out, the look-ahead is Pulsar's."""
+    state = KeyShared(b"k")
+    assert (state.session_timeout, state.lookahead, state.lookahead_limit()) == (0, 0, LOOKAHEAD_PER_CONSUMER)
+    for i in range(12):
+        state.join(b"m%d" % i)
+    assert state.lookahead_limit() == LOOKAHEAD_MAX
