@@ -251,3 +251,17 @@ def test_a_consumer_finds_its_entries_past_emptied_blocks(monkeypatch) -> None:
     dset.add(15, 9)  # the first block holds one again: the emptied middle one is skipped by a compaction
     dset._compact()
     assert list(dset.items()) == [(15, 9), (30, 9), (31, 9), (32, 9), (33, 9)] and dset.positions == 5
+
+
+def test_a_span_starting_at_the_last_position_goes_in_entry_by_entry(monkeypatch) -> None:
+    """A span whose first ID is the last kept position's (a leave's release past the cursor) may not be
+    joined as it is: that ID would have two positions."""
+    ring = HashRing()
+    ring.add(b"a")
+    dset = DeferredSet()
+    dset.retable(ring.table())
+    dset.add_span([10, 11, 12, 13], array("H", [9] * 4), bytearray([0, FREE, 0, FREE]), 2, [None] * 4, [None] * 4)
+    dset.add_span([13, 14], array("H", [9, 9]), bytearray([0, 0]), 2, [b"13", b"14"], [b"w13", b"w14"])
+    positions = [i for block in dset.blocks for i in block.ids]
+    assert positions == [10, 11, 12, 13, 14] and dset.positions == 5
+    assert list(dset.items()) == [(10, 9), (12, 9), (13, 9), (14, 9)] and len(dset) == 4
