@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from operator import itemgetter
+from itertools import repeat
+from operator import eq, itemgetter
 
 from hiredis import pack_command
 
@@ -404,6 +405,22 @@ USE_CURSORS = True  # the consumers' cursors over the deferred blocks (tests tur
 USE_BULK = True  # _take_deferred's bulk take of a block (tests turn it off: same decisions, entry by entry)
 
 
+def _one(pos: int):
+    """itemgetter(pos), answering a one-item tuple as itemgetter(*several) answers a tuple."""
+    return lambda seq: (seq[pos],)
+
+
+def _positions(owners: bytearray, byte: int, start: int, need: int) -> list[int]:
+    """The first `need` positions of byte in owners from start (bytearray.find: memchr)."""
+    find = owners.find
+    found = []
+    pos = find(byte, start)
+    while pos >= 0 and len(found) < need:
+        found.append(pos)
+        pos = find(byte, pos + 1)
+    return found
+
+
 def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, caps, extra: int, taken: _Taken, held: set, gone: list) -> int:
     """Step 1 of read_new: the caller's deferred entries, oldest first, found by their owner byte.
 
@@ -420,7 +437,7 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
     cursor = cursors.get(byte, 0) if USE_CURSORS and not exact else 0
     blocks = dset.blocks
     b = max(bisect_right(dset.firsts, cursor) - 1, 0)
-    hash_pending, hash_owner = state.hash_pending, state.hash_owner
+    hash_owner = state.hash_owner
     first = stream.first_id if stream.length else MAX_ID  # a cached reply item is its entry's from here on (see DeferredSet)
     ids_out = taken.ids
     walk = [None, None]  # [first held ID, where the next walk may resume]
@@ -433,21 +450,16 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
         owners, ids = block.owners, block.ids
         start = bisect_left(ids, cursor) if ids[0] < cursor else 0
         if bulk and not held:
-            need = limit - len(ids_out)
-            find = owners.find
-            found = []
-            pos = find(byte, start)
-            while pos >= 0 and len(found) < need:
-                found.append(pos)
-                pos = find(byte, pos + 1)
+            found = _positions(owners, byte, start, limit - len(ids_out))
             if not found:
                 continue
-            hs = list(map(block.hashes.__getitem__, found))
-            wires = list(map(block.wires.__getitem__, found))
-            if ids[found[0]] >= first and None not in wires and (hash_pending.keys().isdisjoint(hs) or all(hash_owner.get(h, name) == name for h in hs)):
-                ids_out += map(ids.__getitem__, found)
+            get = itemgetter(*found) if len(found) > 1 else _one(found[0])
+            hs = get(block.hashes)
+            wires = get(block.wires)
+            if ids[found[0]] >= first and None not in wires and all(map(eq, map(hash_owner.get, hs, repeat(name)), repeat(name))):
+                ids_out += get(ids)
                 block_wids, block_wires = block.wids, block.wires
-                taken.wids += map(block_wids.__getitem__, found)
+                taken.wids += get(block_wids)
                 taken.wires += wires
                 taken.hashes += hs
                 for pos in found:  # taken: no longer deferred, its reply item no longer kept
