@@ -18,7 +18,7 @@ a clock. The stream is read only through its counters (`len(stream)`,
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import deque
 from heapq import heapify, heappush
 from itertools import islice, repeat
@@ -64,13 +64,15 @@ class PendingList:
     list insert) and a range seek (O(log n)).
     """
 
-    __slots__ = ("entries", "order", "head", "stale")
+    __slots__ = ("entries", "order", "head", "stale", "unsorted", "top")
 
     def __init__(self) -> None:
         self.entries: dict[int, PendingEntry] = {}
         self.order: list[int] = []
         self.head = 0
         self.stale = 0
+        self.unsorted = False  # insert_new appended older IDs: `order` is sorted again when an ordered answer is asked
+        self.top = 0  # while unsorted: no ID in `order` is greater
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -92,6 +94,8 @@ class PendingList:
         if entry_id in entries:
             entries[entry_id] = pending
             return
+        if self.unsorted:
+            self._sort()
         entries[entry_id] = pending
         order = self.order
         if not order or entry_id > order[-1]:
@@ -106,26 +110,35 @@ class PendingList:
     def insert_new(self, entry_ids: list[int], pending: PendingEntry) -> None:
         """__setitem__ for increasing IDs none of which is pending, all sharing `pending`.
 
-        IDs older than the last (a KEYSHARED group's deferred entries) that all fall between two
-        neighbours in `order` (so no stale copy of them lies there) go in with one slice assignment;
-        else one by one, as __setitem__ (merging a span in bulk measured slower: a set of the span
-        to rule out stale copies costs more than ten C-level inserts). The same list either way.
+        IDs older than the last (a KEYSHARED group's deferred entries, delivered between other
+        consumers' pending ones) are appended and `order` is marked unsorted: it is sorted again
+        (rebuilt from `entries`, stale copies dropped) only when an ordered answer is asked (first,
+        last, irange, an out-of-order __setitem__). A KEYSHARED group's reads and acks ask none, so
+        a delivery costs one C-level extend instead of a seek and insert per ID; a stale copy of
+        an appended ID stays counted in `stale`, so len(order) - head - stale == len(entries) holds.
         """
         self.entries.update(dict.fromkeys(entry_ids, pending))
-        order, head = self.order, self.head
-        if not order or entry_ids[0] > order[-1]:
-            order.extend(entry_ids)
-            return
-        lo = bisect_left(order, entry_ids[0], head)
-        if bisect_right(order, entry_ids[-1], lo) == lo:
-            order[lo:lo] = entry_ids
-            return
-        for entry_id in entry_ids:
-            i = bisect_left(order, entry_id, head)
-            if i < len(order) and order[i] == entry_id:
-                self.stale -= 1  # its stale copy is live again
-            else:
-                order.insert(i, entry_id)
+        self.extend(entry_ids)
+
+    def extend(self, entry_ids: list[int]) -> None:
+        """Append increasing IDs (just added to `entries`) to `order`, which becomes unsorted unless they follow it."""
+        order = self.order
+        if order and not self.unsorted and entry_ids[0] <= order[-1]:  # (equal: a stale copy of it)
+            self.unsorted = True
+            self.top = order[-1]
+        order.extend(entry_ids)
+        if self.unsorted and entry_ids[-1] > self.top:
+            self.top = entry_ids[-1]
+
+    def last_bound(self) -> int:
+        """An ID no pending ID exceeds (the PEL must not be empty), without sorting: last() or more."""
+        return self.top if self.unsorted else self.order[-1]
+
+    def _sort(self) -> None:
+        """`order` sorted again: the pending IDs only (every stale copy dropped)."""
+        self.order = sorted(self.entries)
+        self.head = self.stale = 0
+        self.unsorted = False
 
     def pop(self, entry_id: int, default=None):
         pending = self.entries.pop(entry_id, None)
@@ -142,6 +155,7 @@ class PendingList:
             if not self.entries:
                 self.order = []
                 self.head = self.stale = 0
+                self.unsorted = False
             elif stale > len(self.entries):
                 self._compact()
 
@@ -151,12 +165,17 @@ class PendingList:
 
     def _compact(self) -> None:
         entries = self.entries
+        if self.unsorted:  # (a stale copy may duplicate a live ID there)
+            self._sort()
+            return
         self.order = [i for i in self.order[self.head :] if i in entries]
         self.head = 0
         self.stale = 0
 
     def first(self) -> int:
         """The smallest pending ID (the PEL must not be empty)."""
+        if self.unsorted:
+            self._sort()
         order, entries, head = self.order, self.entries, self.head
         while order[head] not in entries:
             head += 1
@@ -166,6 +185,8 @@ class PendingList:
 
     def last(self) -> int:
         """The greatest pending ID (the PEL must not be empty)."""
+        if self.unsorted:
+            self._sort()
         order, entries = self.order, self.entries
         while order[-1] not in entries:
             order.pop()
@@ -178,6 +199,8 @@ class PendingList:
         A range from the head first drops the stale IDs there (as first() does),
         so scans from the start (XAUTOCLAIM 0-0 after acks) do not walk them again.
         """
+        if self.unsorted:
+            self._sort()
         order, entries = self.order, self.entries
         start = bisect_left(order, minimum, self.head)
         if start == self.head and entries:
@@ -331,13 +354,18 @@ class ConsumerGroup:
         """
         pel, own = self.pel, consumer.pel
         first = entry_ids[0]
-        if (not pel.order or first > pel.order[-1]) and (not own.order or first > own.order[-1]):
+        order, own_order = pel.order, own.order  # after every ID of both lists (`top` bounds an unsorted one)
+        if (not order or first > (pel.top if pel.unsorted else order[-1])) and (not own_order or first > (own.top if own.unsorted else own_order[-1])):
             pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)
             pairs = dict.fromkeys(entry_ids, pending)
             pel.entries.update(pairs)
-            pel.order.extend(entry_ids)
+            order.extend(entry_ids)
             own.entries.update(pairs)
-            own.order.extend(entry_ids)
+            own_order.extend(entry_ids)
+            if pel.unsorted:
+                pel.top = entry_ids[-1]
+            if own.unsorted:
+                own.top = entry_ids[-1]
             timeline = self.timeline
             if timeline is not None:
                 for entry_id in entry_ids:
@@ -345,7 +373,7 @@ class ConsumerGroup:
             return
         if self.timeline is None and not any(map(pel.entries.__contains__, entry_ids)):
             # None pending yet (a KEYSHARED group delivers older deferred entries): the same shared
-            # entry, inserted in place in both lists (one C-level seek and insert per ID)
+            # entry, appended to both lists (PendingList.insert_new: sorted again when asked)
             pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)
             pel.insert_new(entry_ids, pending)
             own.insert_new(entry_ids, pending)

@@ -538,7 +538,7 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
 def _scan_fast_applies(state: KeyShared, group) -> bool:
     """Whether no entry after last-delivered-id is pending or deferred (claims and leaves can make some so)."""
     last = group.last_id
-    if group.pel and group.pel.last() > last:
+    if group.pel and group.pel.last_bound() > last and group.pel.last() > last:
         return False
     blocks = state.deferred.blocks
     return not blocks or blocks[-1].ids[-1] <= last or next(state.deferred.irange(last + 1), None) is None
