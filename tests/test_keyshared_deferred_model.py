@@ -265,3 +265,21 @@ def test_a_span_starting_at_the_last_position_goes_in_entry_by_entry(monkeypatch
     positions = [i for block in dset.blocks for i in block.ids]
     assert positions == [10, 11, 12, 13, 14] and dset.positions == 5
     assert list(dset.items()) == [(10, 9), (12, 9), (13, 9), (14, 9)] and len(dset) == 4
+
+
+def test_emptied_head_blocks_go_with_their_positions_when_a_span_comes(monkeypatch) -> None:
+    """Discards leave emptied blocks; the next span's head trim drops those at the head (never the last one)
+    and their positions leave the count that decides compaction."""
+    monkeypatch.setattr(kd, "_BLOCK_MAX", 4)
+    ring = HashRing()
+    ring.add(b"a")
+    dset = DeferredSet()
+    dset.retable(ring.table())
+    for start in (10, 20):
+        dset.add_span(list(range(start, start + 4)), array("H", [9] * 4), bytearray(4), 4, [None] * 4, [None] * 4)
+    for entry_id in [*range(10, 14), *range(20, 24)]:
+        dset.discard(entry_id)
+    assert (len(dset.blocks), dset.positions, len(dset)) == (2, 8, 0)
+    dset.add_span([30, 31], array("H", [9, 9]), bytearray(2), 2, [None] * 2, [None] * 2)
+    assert [block.ids for block in dset.blocks] == [[30, 31]] and dset.firsts == [30]
+    assert (dset.positions, len(dset), list(dset)) == (2, 2, [30, 31])
