@@ -165,8 +165,9 @@ class PendingList:
 
     def _compact(self) -> None:
         entries = self.entries
-        if self.unsorted:  # (a stale copy may duplicate a live ID there)
-            self._sort()
+        if self.unsorted:  # the live IDs in insertion order, still unsorted (a stale copy may duplicate one)
+            self.order = list(entries)
+            self.head = self.stale = 0
             return
         self.order = [i for i in self.order[self.head :] if i in entries]
         self.head = 0

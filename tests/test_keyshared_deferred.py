@@ -174,3 +174,20 @@ def test_pending_insert_new_of_an_id_whose_stale_copy_ends_the_order() -> None:
         want = sorted({10, 20, 30, *ids})
         assert list(pel) == want and pel.last() == want[-1]
         assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
+
+
+def test_pending_compaction_while_unsorted_keeps_each_live_id_once() -> None:
+    """Compacting an unsorted order (acks piling up stale IDs) keeps the live IDs once each, also one whose
+    stale copy was appended again (re-delivered out of order)."""
+    from storage.consumer_group import PendingEntry, PendingList
+
+    pel = PendingList()
+    pel.insert_new([10, 20, 30, *range(100, 200)], PendingEntry(None, 0))
+    pel.pop(20)
+    pel.insert_new([20], PendingEntry(None, 0))  # older than the last: appended, unsorted
+    assert pel.unsorted
+    for entry_id in range(100, 200):
+        pel.pop(entry_id)
+        assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
+    assert len(pel.order) < 100  # compacted on the way (104 positions otherwise)
+    assert list(pel) == [10, 20, 30] and pel.first() == 10 and pel.last() == 30
