@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import random
 
-import hiredis
 import pytest
 
 import server.commands  # noqa: F401  (registers the command table)
-from protocol.reply import NULL_ARRAY, Error
+from protocol.reply import Error
 from server.client import Client
 from server.server import Server
 from storage.stream import Stream
 from storage.stream_id import MAX_ID, format_id, parse_strict_id
 from tests.test_group_effects import dump, replay
+from tests.test_keyshared_model import items_of
 
 KEY, GROUP = b"s", b"g"
 NAMES = [b"k", b"a", b"v"]  # field names, also used as values
@@ -61,14 +61,7 @@ class Run:
     def read(self, consumer: bytes, count: int) -> list[int]:
         """A `>` read's IDs (its items come pre-encoded)."""
         reply = self("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", count, "STREAMS", KEY, ">")
-        if reply is NULL_ARRAY:
-            return []
-        items = reply[0][1]
-        if isinstance(items, bytes):
-            reader = hiredis.Reader()
-            reader.feed(items)
-            items = reader.gets()
-        return [parse_strict_id(item[0]) for item in items]
+        return [parse_strict_id(item[0]) for item in items_of(reply)]
 
 
 def first_value(flat: list[bytes], name: bytes) -> bytes | None:

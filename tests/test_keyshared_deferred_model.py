@@ -206,12 +206,17 @@ def test_a_sparse_set_is_compacted_and_emptied_head_blocks_dropped(monkeypatch) 
     assert dset.first() == list(dset)[0] and dset.blocks[0].live
 
 
-def test_owner_bytes_cap_at_254_past_254_names() -> None:
+def _wide_table() -> tuple:
+    """A ring of 260 members (past the 254 owner bytes), its table, and hashes spread over the range."""
     ring = HashRing()
     for i in range(260):
         ring.add(b"m%d" % i)
     slots, names = ring.table()
-    hashes = list(range(1, 65536, 37))
+    return ring, slots, names, list(range(1, 65536, 37))
+
+
+def test_owner_bytes_cap_at_254_past_254_names() -> None:
+    _ring, slots, names, hashes = _wide_table()
     assert list(owner_bytes(slots, len(names), hashes)) == [min(slots[h], OVERFLOW) for h in hashes]
     small = HashRing()
     small.add(b"x")
@@ -280,11 +285,7 @@ def test_emptied_head_blocks_go_with_their_positions_when_a_span_comes(monkeypat
 
 def test_owned_by_is_exact_past_254_consumers() -> None:
     """Past 254 names owner bytes are shared: a consumer's entries are told apart by hash, exactly."""
-    ring = HashRing()
-    for i in range(260):
-        ring.add(b"m%d" % i)
-    slots, names = ring.table()
-    hashes = list(range(1, 65536, 37))
+    ring, slots, names, hashes = _wide_table()
     dset = DeferredSet()
     dset.retable((slots, names))
     for entry_id, h in enumerate(hashes):

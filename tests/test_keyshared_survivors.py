@@ -36,18 +36,9 @@ from storage.keyshared import (
 )
 from storage.stream import Stream
 from storage.stream_id import MAX_ID
+from tests.test_keyshared_ring import brute_select
 
 NAMES = [b"alice", b"bob", b"carol", b"dave", b"erin", b"frank"]
-
-
-def brute_select(members: list[bytes], hash_value: int) -> bytes | None:
-    best = None
-    for name in members:  # join order: on a tie the earlier joiner keeps the point
-        for point in point_hashes(name):
-            rank = (point < hash_value, point)
-            if best is None or rank < best[0]:
-                best = (rank, name)
-    return best[1] if best else None
 
 
 class Model:
