@@ -126,6 +126,22 @@ def test_a_leave_after_setid_backwards_delivers_each_entry_once() -> None:
     assert dump(replay(run.batches, run.server.now)) == dump(run.server)
 
 
+def test_a_leave_after_setid_backwards_leaves_the_next_sequence_to_the_cursor() -> None:
+    """The same with IDs one sequence apart: 1-3 is last-delivered-id + 1 after SETID 1-2, the first
+    entry the cursor reads again, so it is not deferred (an off-by-one there delivered it twice)."""
+    run = Run()
+    run("XGROUP", "CREATE", KEY, GROUP, "0", "MKSTREAM", "KEYSHARED", "k")
+    ids = [(1 << 64) | seq for seq in range(1, 6)]
+    for entry_id in ids:
+        run("XADD", KEY, format_id(entry_id), "k", "a")
+    assert run.read(b"c1", 10) == ids
+    run("XGROUP", "SETID", KEY, GROUP, "1-2")
+    assert run("XGROUP", "LEAVE", KEY, GROUP, "c1") == 5
+    assert sorted(run.group().keyshared.deferred) == ids[:2]
+    assert run.read(b"c2", 10) == ids
+    assert dump(replay(run.batches, run.server.now)) == dump(run.server)
+
+
 def test_the_field_looked_for_is_never_taken_from_a_value() -> None:
     """Entries with their own field lists, a value equal to the field name filtered on: judged by that
     field's value, both pending (one by one) and after last-delivered-id (a node span at a time)."""
