@@ -120,9 +120,14 @@ def entry_key(fields: list[bytes] | None, field: bytes) -> bytes:
 
 
 class HashRing:
-    """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names."""
+    """Pulsar's ConsistentHashingStickyKeyConsumerSelector over consumer names.
 
-    __slots__ = ("members", "member_set", "points", "owners", "selected", "_table")
+    Each member keeps one index into `names` (the lookup table's, see table()) for as long as it is a
+    member: a join takes the lowest free one, a leave frees its own (None). So a join changes no other
+    member's index, and updates the table in place (its new points' runs only) instead of rebuilding it.
+    """
+
+    __slots__ = ("members", "member_set", "points", "owners", "selected", "names", "index", "_table")
 
     def __init__(self) -> None:
         self.members: list[bytes] = []  # join order: it decides who keeps a colliding point
@@ -130,37 +135,66 @@ class HashRing:
         self.points: list[int] = []  # sorted ring points
         self.owners: dict[int, list[bytes]] = {}  # point -> consumers on it, the first selected
         self.selected: list[bytes] = []  # owners[points[i]][0], for select()
-        self._table: tuple | None = None  # table()'s answer, built on first use after a change
+        self.names: list[bytes | None] = [None]  # table index -> member (None: free); never empty
+        self.index: dict[bytes, int] = {}  # member -> its index in names, stable while it is a member
+        self._table: tuple | None = None  # table()'s answer, built on first use after a leave
 
     def __contains__(self, name: bytes) -> bool:
         return name in self.member_set
 
     def add(self, name: bytes) -> None:
+        """name joins: its new points go in by bisection and, once table() was built, their runs into it."""
         if name in self.member_set:
             return
         self.members.append(name)
         self.member_set.add(name)
+        names = self.names
+        slot = names.index(None) if None in names else len(names)
+        if slot == len(names):
+            names.append(None)
+        names[slot] = name
+        self.index[name] = slot
+        table = self._table
+        if table is not None and (len(names) > 255) != isinstance(table[0], array):
+            table = self._table = None  # 16-bit slots from index 255 on: built anew
+        owners, points, selected = self.owners, self.points, self.selected
+        if table is not None:
+            slots = table[0]
+            one = array("H", (slot,)) if isinstance(slots, array) else bytes((slot,))  # in the table's own type
         for point in point_hashes(name):
-            holders = self.owners.get(point)
-            if holders is None:
-                self.owners[point] = [name]
-            elif name not in holders:  # a consumer's own points may collide too: once is enough
-                holders.append(name)
-        self._reindex()
+            holders = owners.get(point)
+            if holders is not None:
+                if name not in holders:  # a consumer's own points may collide too: once is enough
+                    holders.append(name)  # held: the first holder keeps the point
+                continue
+            owners[point] = [name]
+            i = bisect_left(points, point)
+            points.insert(i, point)
+            selected.insert(i, name)
+            if table is not None:
+                # the hashes (previous point, point] are now name's; the first point also takes hash 0
+                # and the wrap-around run after the last point
+                low = points[i - 1] + 1 if i else 0
+                slots[low : point + 1] = one * (point + 1 - low)
+                if not i:
+                    last = points[-1] + 1
+                    slots[last:] = one * (RANGE_SIZE + 1 - last)
 
     def remove(self, name: bytes) -> None:
+        """name leaves: its index is freed (the others keep theirs), the table built anew on next use."""
         if name not in self.member_set:
             return
         self.members.remove(name)
         self.member_set.discard(name)
+        names = self.names
+        names[self.index.pop(name)] = None
+        while len(names) > 1 and names[-1] is None:
+            names.pop()
         for point in set(point_hashes(name)):
             holders = self.owners[point]
             holders.remove(name)
             if not holders:
                 del self.owners[point]
-        self._reindex()
-
-    def _reindex(self) -> None:
         self.points = sorted(self.owners)
         self.selected = [self.owners[p][0] for p in self.points]
         self._table = None
@@ -168,29 +202,30 @@ class HashRing:
     def table(self) -> tuple:
         """select() for every hash at once: (slots, names), the owner of hash h being names[slots[h]].
 
-        slots is a bytearray (an array of 16-bit indexes past 255 members): 64 KB per group, where a
-        list of 65536 references would cost 512 KB; one C-level lookup per entry on the delivery path.
+        slots is a bytearray (an array of 16-bit indexes once names reaches 256): 64 KB per group, where
+        a list of 65536 references would cost 512 KB; one C-level lookup per entry on the delivery path.
+        Both are updated in place by add(): a holder of the pair sees the join (names keeps its indexes).
         """
         table = self._table
         if table is None:
-            names = list(dict.fromkeys(self.selected)) or [None]
-            index = {name: i for i, name in enumerate(names)}
+            names, index = self.names, self.index
+            wide = len(names) > 255
             points = self.points
             if not points:
-                slots = bytearray(RANGE_SIZE + 1) if len(names) < 256 else array("H", bytes(2 * (RANGE_SIZE + 1)))
+                slots = array("H", bytes(2 * (RANGE_SIZE + 1))) if wide else bytearray(RANGE_SIZE + 1)
             else:
                 # One run per point (the hashes up to it, from the previous point's next), then the wrap-around
                 # run to the first point's owner: the bytes of every run joined at once, a run being its
-                # owner's index (one byte, or a native 16-bit item past 255 members) repeated.
+                # owner's index (one byte, or a native 16-bit item from index 255 on) repeated.
                 lengths = [points[0] + 1, *map(int.__sub__, points[1:], points), RANGE_SIZE - points[-1]]
                 owners = [*map(index.__getitem__, self.selected), index[self.selected[0]]]
-                unit = [bytes((i,)) for i in range(len(names))] if len(names) < 256 else [array("H", (i,)).tobytes() for i in range(len(names))]
+                unit = [array("H", (i,)).tobytes() for i in range(len(names))] if wide else [bytes((i,)) for i in range(len(names))]
                 raw = b"".join(map(bytes.__mul__, map(unit.__getitem__, owners), lengths))
-                if len(names) < 256:
-                    slots = bytearray(raw)
-                else:
+                if wide:
                     slots = array("H")
                     slots.frombytes(raw)
+                else:
+                    slots = bytearray(raw)
             table = self._table = (slots, names)
         return table
 
@@ -260,7 +295,7 @@ class KeyShared:
         if name in self.ring:
             return False
         self.ring.add(name)
-        self.deferred.retable(self.ring.table())
+        self.deferred.retable(self.ring.table(), joined=name)
         return True
 
     def remove_member(self, name: bytes) -> bool:

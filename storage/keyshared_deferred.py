@@ -28,8 +28,8 @@ the deferred entries (`_compact`): memory follows the set's size.
 
 Each consumer has a cursor (an ID below which it has no deferred entry), moved
 by its reads and lowered when an entry is deferred for it; a ring change (join
-or leave) recomputes every block's owner bytes from `hashes` (C-level maps) and
-resets the cursors. The set is the same set of (ID, hash) pairs the group had
+or leave) recomputes every block's owner bytes from `hashes` (C-level maps); a
+leave resets the cursors, a join only the joiner's (see `retable`). The set is the same set of (ID, hash) pairs the group had
 as a dict: `__contains__`, `get`, `items`, `__iter__` (ID order), `__len__`.
 
 Pure: no clock, no I/O.
@@ -82,17 +82,24 @@ class DeferredSet:
         self.positions = 0  # sum of the blocks' lengths (FREE positions included)
         self.slots = None  # the ring table the owner bytes follow (HashRing.table())
         self.names: list = [None]
-        self.index: dict = {None: 0}  # name -> its index in names
+        self.index: dict = {}  # member -> its index in names
         self.cursors: dict[int, int] = {}  # owner byte -> no deferred entry of it below this ID
 
     # -- the ring ---------------------------------------------------------------------------
 
-    def retable(self, table: tuple) -> None:
-        """The ring changed: every block's owner bytes from its hashes under the new table."""
+    def retable(self, table: tuple, joined: bytes | None = None) -> None:
+        """The ring changed: every block's owner bytes from its hashes under the new table.
+
+        After a leave every cursor is dropped. After the join of `joined` only its byte's: the others
+        keep their indexes (HashRing's are stable) and a join only takes hashes away from them, so
+        "no deferred entry of it below this ID" stays true for each of them."""
         slots, names = table
         self.slots, self.names = slots, names
-        self.index = {name: i for i, name in enumerate(names)}
-        self.cursors = {}
+        self.index = {name: i for i, name in enumerate(names) if name is not None}
+        if joined is None:
+            self.cursors = {}
+        else:
+            self.cursors.pop(min(self.index[joined], OVERFLOW), None)
         for block in self.blocks:
             fresh = owner_bytes(slots, len(names), block.hashes)
             if block.live != len(block.ids):  # FREE positions stay FREE: OR-ed in as one big integer

@@ -52,7 +52,7 @@ def brute_owner_byte(ring: HashRing, names: list, hash_value: int) -> int:
 
 def check(dset: DeferredSet, model: Model, ring: HashRing, rng: random.Random) -> None:
     slots, names = ring.table()
-    assert dset.names == names and dset.index == {name: i for i, name in enumerate(names)}
+    assert dset.names == names and dset.index == {name: i for i, name in enumerate(names) if name is not None}
     assert len(dset) == dset.size == len(model.hashes) and bool(dset) == bool(model.hashes)
     assert list(dset.items()) == sorted(model.hashes.items())
     assert list(dset) == sorted(model.hashes)
@@ -75,8 +75,9 @@ def check(dset: DeferredSet, model: Model, ring: HashRing, rng: random.Random) -
     for byte in {*range(3), OVERFLOW}:
         mine = [i for i, h in model.hashes.items() if brute_owner_byte(ring, names, h) == byte]
         assert dset.count_owned(byte) == len(mine), byte
-        cursor = dset.cursors.get(byte)
-        assert cursor is None or all(i >= cursor for i in mine), (byte, cursor)
+    for byte, cursor in dset.cursors.items():  # kept through joins too: never above one of its entries
+        mine = [i for i, h in model.hashes.items() if brute_owner_byte(ring, names, h) == byte]
+        assert all(i >= cursor for i in mine), (byte, cursor)
     for name in {*ring.members[:2], *names[:2], *names[253:257], *names[-2:]} - {None}:  # owner bytes below, at and past 254
         assert list(dset.owned_by(name)) == sorted((i, h) for i, h in model.hashes.items() if ring.select(h) == name), names.index(name)
     assert list(dset.owned_by(b"nobody")) == []
@@ -166,6 +167,13 @@ def test_every_position_and_cursor_against_the_model(seed: int, members: int, bl
                     ring.add(name)
             dset.retable(ring.table())
             assert dset.cursors == {}
+        elif roll < 0.86 and len(ring.members) < members:  # one consumer joins: the others keep their cursors
+            name = rng.choice([n for n in names if n not in ring])
+            ring.add(name)
+            kept = dict(dset.cursors)
+            dset.retable(ring.table(), joined=name)
+            kept.pop(min(ring.index[name], OVERFLOW), None)
+            assert dset.cursors == kept
         elif roll < 0.9:
             dset._compact()
             model.pos = {i: w for i, w in model.pos.items() if i in model.hashes}
