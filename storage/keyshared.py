@@ -18,9 +18,10 @@ the point and the next one takes it over when it leaves.
 State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
 
 - the ring (members in join order, which decides collisions);
-- `pel_hash` (pending ID -> hash), `hash_pending` (hash -> pending count) and
-  `hash_owner` (hash -> the one consumer holding its pending entries),
-  kept in step with the PEL by the group's hooks;
+- `pel_hash` (pending ID -> hash) and `hash_owner` (hash -> the one consumer
+  holding its pending entries; it may still name hashes with nothing pending
+  left, until the next recount), kept in step with the PEL by the group's hooks;
+- `drain` (draining hash -> its pending count), see below;
 - `deferred` (ID -> hash): entries below the group's last-delivered-id that
   were passed over for another consumer or held back (Pulsar's replay
   queue), bounded by the look-ahead: a `DeferredSet` (keyshared_deferred.py),
@@ -29,10 +30,20 @@ State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
   XINFO and tests).
 
 A hash *drains* at its owner when it has pending entries there but the ring
-now gives it to someone else: `draining(h) <=> hash_pending[h] > 0 and
-hash_owner[h] != ring(h)`. It is derived from the PEL index, never a separate
-reference count (Pulsar's counter needed a post-release fix for a stuck
-state); a hash that moves back to its owner stops draining at once.
+now gives it to someone else: `draining(h) <=> h has pending entries and
+hash_owner[h] != ring(h)`. Only draining hashes are counted, as in PIP-379's
+draining-hashes tracker: `drain` holds exactly them with their pending counts,
+and every other pending hash is pending at its ring owner. A read delivers a
+consumer only hashes the ring gives it that are not draining, so it never
+changes `drain`; an acknowledgement lowers a draining hash's count and
+releases it at zero. Whatever may move a hash off its ring owner (a join or
+leave, a claim, a NACK, a forced claim, loading) marks the index `unsettled`,
+and the next decision recounts `drain` from `pel_hash` and `hash_owner` (C-level
+counting over the PEL). So while nothing drains (the steady state), reads and
+acknowledgements keep no per-hash counts at all; and the state is derived from
+the PEL index, never a reference count carried across ring changes (Pulsar's
+needed a post-release fix for a stuck state): a hash that moves back to its
+owner stops draining at the recount.
 
 For lag: `held_back(group)` is the number of entries the group has passed over
 and not delivered yet (the deferred set). A group's `>` cursor has moved past
@@ -48,6 +59,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections import Counter, deque
 from itertools import repeat
 
 from .keyshared_deferred import DeferredSet
@@ -262,7 +274,7 @@ class KeyShared:
     """A KEYSHARED group's configuration, ring, PEL hash index and deferred entries (see the module docstring)."""
 
     __slots__ = (
-        "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_pending", "hash_owner",
+        "field", "session_timeout", "lookahead", "ring", "pel_hash", "hash_owner", "drain", "unsettled",
         "deferred", "blocked",
     )  # fmt: skip
 
@@ -272,11 +284,12 @@ class KeyShared:
         self.lookahead = lookahead  # deferred-set bound; 0: Pulsar's 2000 per consumer, at most 20000
         self.ring = HashRing()
         self.pel_hash: dict[int, int] = {}
-        self.hash_pending: dict[int, int] = {}
-        self.hash_owner: dict[int, bytes] = {}
+        self.hash_owner: dict[int, bytes | None] = {}
+        self.drain: dict[int, int] = {}  # draining hash -> its pending count (exact when not unsettled)
+        self.unsettled = False  # a hash may have moved off its ring owner since the last recount
         self.deferred = DeferredSet()
         self.deferred.retable(self.ring.table())
-        self.blocked: dict[int, int] = {}  # hash -> attempts held back while it drained (a statistic)
+        self.blocked: dict[int, int] = {}  # draining hash -> attempts held back while it drained (a statistic)
 
     # -- configuration -------------------------------------------------------------
 
@@ -296,6 +309,7 @@ class KeyShared:
             return False
         self.ring.add(name)
         self.deferred.retable(self.ring.table(), joined=name)
+        self.unsettled = True
         return True
 
     def remove_member(self, name: bytes) -> bool:
@@ -303,6 +317,7 @@ class KeyShared:
             return False
         self.ring.remove(name)
         self.deferred.retable(self.ring.table())
+        self.unsettled = True
         return True
 
     @property
@@ -316,44 +331,79 @@ class KeyShared:
 
     # -- the PEL index (the group's hooks call these) --------------------------------
 
-    def track(self, entry_id: int, hash_value: int, owner: bytes) -> None:
-        """entry_id became pending at owner (a delivery or a forced claim); it is no longer deferred."""
+    def track(self, entry_id: int, hash_value: int, owner: bytes | None) -> None:
+        """entry_id became pending at owner (a delivery replayed, a forced claim, loading); it is no longer deferred."""
         self.deferred.discard(entry_id)
-        old = self.pel_hash.get(entry_id)
-        if old is None:
-            self.pel_hash[entry_id] = hash_value
-            self.hash_pending[hash_value] = self.hash_pending.get(hash_value, 0) + 1
-        self.hash_owner[self.pel_hash[entry_id]] = owner
+        hash_value = self.pel_hash.setdefault(entry_id, hash_value)
+        self._own(hash_value, owner)
 
-    def moved(self, entry_id: int, owner: bytes) -> None:
-        """A pending entry changed owner (XCLAIM, XAUTOCLAIM): its hash follows (all move together)."""
+    def moved(self, entry_id: int, owner: bytes | None) -> None:
+        """A pending entry changed owner (XCLAIM, XAUTOCLAIM, XNACK: None): its hash follows (all move together)."""
         hash_value = self.pel_hash.get(entry_id)
         if hash_value is not None:
-            self.hash_owner[hash_value] = owner
+            self._own(hash_value, owner)
+
+    def _own(self, hash_value: int, owner: bytes | None) -> None:
+        """hash_value's pending entries are at owner now: unsettled unless that keeps it at its ring owner, undrained."""
+        if self.hash_owner.get(hash_value, owner) != owner or hash_value in self.drain or self._ring_owner(hash_value) != owner:
+            self.unsettled = True
+        self.hash_owner[hash_value] = owner
+
+    def _ring_owner(self, hash_value: int) -> bytes | None:
+        slots, names = self.ring.table()
+        return names[slots[hash_value]]
 
     def forget(self, entry_ids) -> None:
-        """Pending entries acknowledged or dropped: their hashes' counts go down, drained hashes are released."""
-        hash_pending, hash_owner, blocked = self.hash_pending, self.hash_owner, self.blocked
+        """Pending entries acknowledged or dropped: draining hashes' counts go down, and at zero they are released."""
+        drain = self.drain
+        if not drain or self.unsettled:  # nothing to count (a recount reads pel_hash)
+            deque(map(self.pel_hash.pop, entry_ids, repeat(None)), 0)
+            return
+        hash_owner, blocked = self.hash_owner, self.blocked
         for hash_value in map(self.pel_hash.pop, entry_ids, repeat(None)):
-            if hash_value is None:
+            left = drain.get(hash_value)
+            if left is None:
                 continue
-            left = hash_pending[hash_value] - 1
-            if left:
-                hash_pending[hash_value] = left
+            if left > 1:
+                drain[hash_value] = left - 1
             else:
-                del hash_pending[hash_value]
+                del drain[hash_value]
                 del hash_owner[hash_value]
-                if blocked:
-                    blocked.pop(hash_value, None)
+                blocked.pop(hash_value, None)
+
+    def settle(self) -> None:
+        """Recount `drain` if a hash may have moved off its ring owner; drop owners of hashes with nothing pending."""
+        if not self.unsettled:
+            return
+        counts = Counter(self.pel_hash.values())
+        hash_owner = self.hash_owner
+        owners = {h: hash_owner.get(h) for h in counts}
+        slots, names = self.ring.table()
+        self.hash_owner = owners
+        self.drain = drain = {h: counts[h] for h, owner in owners.items() if names[slots[h]] != owner}
+        self.blocked = {h: n for h, n in self.blocked.items() if h in drain}
+        self.unsettled = False
+
+    def pending_hashes(self) -> Counter:
+        """Hash -> pending count over every pending entry (O(PEL): XINFO, tests)."""
+        return Counter(self.pel_hash.values())
+
+    def holders(self) -> dict[int, bytes | None]:
+        """Hash -> the consumer holding its pending entries, for every pending hash (O(PEL))."""
+        return {h: self.hash_owner.get(h) for h in self.pending_hashes()}
 
     def draining_elsewhere(self, hash_value: int, name: bytes) -> bool:
-        """Whether hash_value has pending entries at a consumer other than name."""
-        return hash_value in self.hash_pending and self.hash_owner[hash_value] != name
+        """Whether hash_value has pending entries at a consumer other than name (O(PEL) unless h drains or name is its owner)."""
+        self.settle()
+        if hash_value in self.drain:
+            return self.hash_owner[hash_value] != name
+        owner = self.hash_owner.get(hash_value, name)
+        return owner != name and hash_value in self.pel_hash.values()
 
-    def draining(self) -> dict[int, bytes]:
+    def draining(self) -> dict[int, bytes | None]:
         """Draining hashes -> the consumer they drain at (pending there, given to someone else by the ring)."""
-        select = self.ring.select
-        return {h: owner for h, owner in self.hash_owner.items() if select(h) != owner}
+        self.settle()
+        return {h: self.hash_owner[h] for h in self.drain}
 
     # -- the deferred set --------------------------------------------------------------
 

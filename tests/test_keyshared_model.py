@@ -92,7 +92,7 @@ def keyshared_state(srv: Server) -> dict:
                     ks = group.keyshared
                     state[(db.id, key)]["groups"][name]["keyshared"] = None if ks is None else (
                         ks.field, ks.session_timeout, ks.lookahead, list(ks.ring.members),
-                        sorted(ks.pel_hash.items()), sorted(ks.hash_pending.items()), sorted(ks.hash_owner.items()),
+                        sorted(ks.pel_hash.items()), sorted(ks.pending_hashes().items()), sorted(ks.holders().items()), sorted(ks.draining().items()),
                         sorted(ks.deferred.items()), {n: list(q) for n, q in ks.queues.items() if q},
                         {n: deferred_of(ks, n) for n in ks.ring.members},  # by owner bytes: their table is the ring's
                     )  # fmt: skip
@@ -366,7 +366,7 @@ def reference_take(stream, state, name, limit, caps, extra, taken, held, gone) -
             break
         if select(h) != name:
             continue
-        if h in held or (h in state.hash_pending and state.hash_owner[h] != name):
+        if h in held or state.draining_elsewhere(h, name):
             if h not in held:
                 held.add(h)
                 state.blocked[h] = state.blocked.get(h, 0) + 1

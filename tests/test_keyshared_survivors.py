@@ -52,16 +52,23 @@ class Model:
         self.deferred: dict[int, int] = {}
         self.blocked: dict[int, int] = {}
 
+    def draining(self) -> dict[int, bytes | None]:
+        return {h: o for h, o in self.owner.items() if brute_select(self.members, h) != o}
+
 
 def check(state: KeyShared, model: Model, rng: random.Random) -> None:
     assert state.ring.members == model.members
     assert all((name in state.ring) == (name in model.members) for name in NAMES)
     assert state.pel_hash == model.pending
-    assert state.hash_pending == dict(Counter(model.pending.values()))
-    assert state.hash_owner == model.owner
-    assert state.blocked == model.blocked
+    assert state.pending_hashes() == Counter(model.pending.values())
+    assert state.holders() == model.owner
     select = {h: brute_select(model.members, h) for h in {*model.owner, *model.deferred.values()}}
-    assert state.draining() == {h: o for h, o in model.owner.items() if select[h] != o}
+    draining = model.draining()
+    assert state.draining() == draining
+    counts = Counter(model.pending.values())
+    assert state.drain == {h: counts[h] for h in draining}  # only draining hashes are counted
+    model.blocked = {h: n for h, n in model.blocked.items() if h in draining}  # kept while their hash drains
+    assert state.blocked == model.blocked
     for h in [*model.owner, rng.randint(1, RANGE_SIZE)]:
         for name in NAMES:
             assert state.draining_elsewhere(h, name) == (h in model.owner and model.owner[h] != name)
@@ -85,7 +92,7 @@ def round_trip(state: KeyShared, model: Model) -> KeyShared:
     return loaded
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(10))
 def test_group_state_matches_plain_dicts_over_random_operations(seed: int) -> None:
     rng = random.Random(seed)
     lookahead = rng.choice((0, 0, 7))
@@ -109,8 +116,10 @@ def test_group_state_matches_plain_dicts_over_random_operations(seed: int) -> No
         elif roll < 0.47:  # acknowledged or dropped (some never pending, some twice)
             ids = rng.sample(range(1, 61), rng.randint(1, 8))
             ids += ids[:1]
-            if model.owner and rng.random() < 0.5:
-                state.blocked[rng.choice(list(model.owner))] = rng.randint(1, 9)
+            draining = state.draining()  # (this settles the index: the counts of hashes that stopped draining go)
+            model.blocked = {h: n for h, n in model.blocked.items() if h in model.draining()}
+            if draining and rng.random() < 0.5:  # a read held one back
+                state.blocked[rng.choice(sorted(draining))] = rng.randint(1, 9)
                 model.blocked = dict(state.blocked)
             state.forget(ids)
             for i in ids:
@@ -143,10 +152,29 @@ def test_group_state_matches_plain_dicts_over_random_operations(seed: int) -> No
         else:
             state = round_trip(state, model)
             model.blocked = {}  # a statistic: not persisted
-        check(state, model, rng)
+        if rng.random() < 0.3:  # (checking settles the index: runs of unchecked steps leave it unsettled)
+            check(state, model, rng)
     loaded = round_trip(state, model)
     model.blocked = {}
     check(loaded, model, rng)
+
+
+def test_an_ack_while_unsettled_leaves_the_counting_to_the_recount() -> None:
+    """A draining hash gets a new pending entry at its owner (a forced claim: the index is unsettled), then
+    its old entry is acknowledged: the hash still drains with one entry, held by the same consumer (counting
+    down the stale count instead released the hash and lost its owner)."""
+    state = KeyShared(b"key")
+    state.join(b"alice")
+    h = next(h for h in range(1, RANGE_SIZE + 1) if brute_select([b"alice", b"bob"], h) == b"bob")
+    state.track(1, h, b"alice")
+    state.join(b"bob")
+    assert state.draining() == {h: b"alice"} and state.drain == {h: 1}
+    state.track(2, h, b"alice")
+    state.forget([1])
+    assert state.draining() == {h: b"alice"} and state.drain == {h: 1}
+    assert state.holders() == {h: b"alice"}
+    state.forget([2])
+    assert state.draining() == {} and state.drain == {} and state.holders() == {}
 
 
 def test_ranges_cover_every_hash_as_select_does() -> None:
@@ -229,7 +257,7 @@ def test_a_record_of_only_its_field_loads_as_a_fresh_group() -> None:
     the default look-ahead, no members, nothing pending or deferred."""
     state = KeyShared.load({"field": b"k"}, {})
     assert (state.field, state.session_timeout, state.lookahead, state.ring.members) == (b"k", 0, 0, [])
-    assert (state.pel_hash, state.hash_pending, state.hash_owner, list(state.deferred)) == ({}, {}, {}, [])
+    assert (state.pel_hash, state.drain, state.hash_owner, list(state.deferred)) == ({}, {}, {}, [])
     assert state.lookahead_limit() == LOOKAHEAD_PER_CONSUMER
 
 

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import repeat
-from operator import eq, itemgetter
+from operator import itemgetter
 
 from hiredis import pack_command
 
@@ -337,15 +336,19 @@ def _ring_for(state: KeyShared, name: bytes) -> HashRing:
 def can_deliver(stream: Stream, group, name: bytes) -> bool:
     """Whether a `>` read by name would deliver something now (pure: what a blocked reader waits for)."""
     state = group.keyshared
+    state.settle()
     ring = _ring_for(state, name)
-    draining_elsewhere = state.draining_elsewhere
     deferred = state.deferred
-    if ring is state.ring:
+    if ring is state.ring:  # name's own hashes: pending elsewhere only if draining
         candidates = deferred.owned_by(name)
-    else:  # not a member yet: as if it had joined
+        drain = state.drain
+        draining_elsewhere = drain.__contains__
+    else:  # not a member yet: as if it had joined (its hashes are pending at their current ring owners)
         candidates = ((i, h) for i, h in deferred.items() if ring.select(h) == name)
+        holders = state.holders()
+        draining_elsewhere = lambda h: h in holders and holders[h] != name  # noqa: E731
     for entry_id, h in candidates:
-        if not draining_elsewhere(h, name) and stream.get(entry_id) is not None:
+        if not draining_elsewhere(h) and stream.get(entry_id) is not None:
             return True
     room = state.lookahead_limit() - len(deferred)
     held: set[int] = set()
@@ -354,7 +357,7 @@ def can_deliver(stream: Stream, group, name: bytes) -> bool:
         if entry_id in pel or entry_id in deferred:
             continue
         h = sticky_hash(_key_of(node.fields, row, field))
-        if h not in held and select(h) == name and not draining_elsewhere(h, name):
+        if h not in held and select(h) == name and not draining_elsewhere(h):
             return True
         if room <= 0:
             return False
@@ -437,7 +440,7 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
     cursor = cursors.get(byte, 0) if USE_CURSORS and not exact else 0
     blocks = dset.blocks
     b = max(bisect_right(dset.firsts, cursor) - 1, 0)
-    hash_owner = state.hash_owner
+    drain = state.drain  # the caller's hashes pending elsewhere are exactly those draining (state settled)
     first = stream.first_id if stream.length else MAX_ID  # a cached reply item is its entry's from here on (see DeferredSet)
     ids_out = taken.ids
     walk = [None, None]  # [first held ID, where the next walk may resume]
@@ -456,7 +459,7 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
             get = itemgetter(*found) if len(found) > 1 else _one(found[0])
             hs = get(block.hashes)
             wires = get(block.wires)
-            if ids[found[0]] >= first and None not in wires and all(map(eq, map(hash_owner.get, hs, repeat(name)), repeat(name))):
+            if ids[found[0]] >= first and None not in wires and (not drain or drain.keys().isdisjoint(hs)):
                 ids_out += get(ids)
                 block_wids, block_wires = block.wids, block.wires
                 taken.wids += get(block_wids)
@@ -484,7 +487,7 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
     """_take_deferred's walk of one block from pos, entry by entry (see there); walk: [first held ID, resume]."""
     owners, ids, hashes = block.owners, block.ids, block.hashes
     names, slots = dset.names, dset.slots
-    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    drain, blocked = state.drain, state.blocked
     ids_out = taken.ids
     while True:
         pos = owners.find(byte, pos)
@@ -495,7 +498,7 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
             pos += 1
             continue
         entry_id = ids[pos]
-        if h in held or (h in hash_pending and hash_owner[h] != name):  # draining at another consumer
+        if h in held or h in drain:  # the caller's hash, draining at another consumer
             if h not in held:
                 held.add(h)
                 blocked[h] = blocked.get(h, 0) + 1
@@ -556,7 +559,7 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
     byte = min(me, OVERFLOW) if me >= 0 else FREE  # FREE: never found in fresh owner bytes
     exact = me >= OVERFLOW
     hash_get = _hash_cache.get
-    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    drain, blocked = state.drain, state.blocked
     ids_out, wids_out, wires_out, hashes_out = taken.ids, taken.wids, taken.wires, taken.hashes
     scanned: list[int] = []
     newly = 0
@@ -595,7 +598,7 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
                 if at < 0:
                     break
                 h = hs[at]
-                if (exact and names[slots[h]] != name) or (h in hash_pending and hash_owner[h] != name):
+                if (exact and names[slots[h]] != name) or h in drain:
                     # another consumer's (a shared byte), or the caller's hash draining elsewhere: it waits
                     if room <= 0:
                         cut = at
@@ -642,7 +645,7 @@ def _scan_slow(stream: Stream, state: KeyShared, group, name: bytes, limit: int,
     deferred = state.deferred
     room = state.lookahead_limit() - len(deferred)
     (slots, names), field, pel = state.ring.table(), state.field, group.pel
-    hash_pending, hash_owner, blocked = state.hash_pending, state.hash_owner, state.blocked
+    drain, blocked = state.drain, state.blocked
     chunk = 256 if not count else max(count - len(taken.ids), 16)
     scanned: list[int] = []
     newly = 0
@@ -655,7 +658,7 @@ def _scan_slow(stream: Stream, state: KeyShared, group, name: bytes, limit: int,
             continue
         fields = node.fields
         h = sticky_hash(_key_of(fields, row, field))
-        draining = h in hash_pending and hash_owner[h] != name
+        draining = h in drain
         # (an older deferred entry of h would be the caller's, met in step 1: delivered, or held because
         # h drains elsewhere, which `draining` sees too; so no check for it here)
         if names[slots[h]] == name and not draining:
@@ -703,6 +706,8 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         expire_sessions(stream, group, key, group_name, name, now, effects)
     if name not in state.ring.member_set:
         join_for_read(key, group_name, group, name, effects)
+    if state.unsettled:
+        state.settle()
     limit = count or (1 << 62)
     taken = _Taken()
     held: set[int] = set()  # hashes held back in step 1: their later entries wait too (order)
@@ -737,11 +742,8 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         wires = [wires[i] for i in order]
         hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
-    state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred
-    hash_pending = state.hash_pending
-    for h in hashes:
-        hash_pending[h] = hash_pending.get(h, 0) + 1
-    state.hash_owner.update(dict.fromkeys(hashes, name))
+    state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred,
+    state.hash_owner.update(dict.fromkeys(hashes, name))  # and none drains (name is their ring owner): `drain` is unchanged
     consumer.active_time = now
     _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
     effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
@@ -843,7 +845,7 @@ def nacked(stream: Stream, group, entry_ids: list[int]) -> None:
     for entry_id in entry_ids:
         if entry_id not in state.pel_hash:  # FORCE made it pending
             state.track(entry_id, state.hash_of(stream.get(entry_id)), None)
-        state.hash_owner[state.pel_hash[entry_id]] = None
+        state.moved(entry_id, None)
 
 
 # -- observability ------------------------------------------------------------------------
@@ -864,7 +866,7 @@ def group_info(stream: Stream, group, fields: dict, exact: bool) -> None:
     fields[b"key-shared-field"] = state.field
     fields[b"deferred"] = back
     fields[b"draining-hashes"] = len(draining)
-    fields[b"draining-unacked"] = sum(state.hash_pending[h] for h in draining)
+    fields[b"draining-unacked"] = sum(state.drain[h] for h in draining)
 
 
 def consumer_info(group, name: bytes, fields: dict) -> None:
@@ -873,8 +875,8 @@ def consumer_info(group, name: bytes, fields: dict) -> None:
     mine = [h for h, owner in state.draining().items() if owner == name]
     fields[b"member"] = int(name in state.ring.members)
     fields[b"draining-hashes"] = len(mine)
-    fields[b"draining-unacked"] = sum(state.hash_pending[h] for h in mine)
-    fields[b"blocked-attempts"] = sum(state.blocked.get(h, 0) for h in state.hash_pending if state.ring.select(h) == name)
+    fields[b"draining-unacked"] = sum(state.drain[h] for h in mine)
+    fields[b"blocked-attempts"] = sum(state.blocked.get(h, 0) for h in state.drain if state.ring.select(h) == name)
 
 
 def _deferred_of(state: KeyShared, name: bytes) -> int:
@@ -915,7 +917,7 @@ def xinfo_keyshared(ctx, argv):
     for name in names:
         hashes = [
             Map({
-                b"hash": h, b"owner": name, b"unacked": state.hash_pending[h],
+                b"hash": h, b"owner": name, b"unacked": state.drain[h],
                 b"blocked-attempts": state.blocked.get(h, 0), b"oldest-pending-id": format_id(oldest[h]),
             })  # fmt: skip
             for h in sorted(draining)
@@ -930,8 +932,8 @@ def xinfo_keyshared(ctx, argv):
         )
     return Map({
         b"field": state.field, b"session-timeout": state.session_timeout, b"lookahead": state.lookahead_limit(),
-        b"points": POINTS, b"members": len(state.ring.members), b"deferred": len(state.deferred), b"pending-hashes": len(state.hash_pending),
-        b"draining-hashes": len(draining), b"draining-unacked": sum(state.hash_pending[h] for h in draining),
+        b"points": POINTS, b"members": len(state.ring.members), b"deferred": len(state.deferred), b"pending-hashes": len(state.pending_hashes()),
+        b"draining-hashes": len(draining), b"draining-unacked": sum(state.drain[h] for h in draining),
         b"consumers": consumers,
     })  # fmt: skip
 
