@@ -62,6 +62,7 @@ TESTS: dict[str, list[str]] = {
         "tests/test_keyshared_survivors.py",
         "tests/test_keyshared_deferred_model.py",
         "tests/test_keyshared_ring.py",
+        "tests/test_keyshared_join.py",
         # (not test_reads_past_254_consumers_decide_as_the_entry_loop: it compares the server's two read paths, ~9 s
         # per mutant; the owner-byte cap it reaches is test_keyshared_deferred_model.py's too)
         "tests/test_keyshared_deferred.py::test_the_blocks_answer_as_a_dict",
