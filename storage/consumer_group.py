@@ -107,8 +107,8 @@ class PendingList:
         else:
             order.insert(i, entry_id)
 
-    def insert_new(self, entry_ids: list[int], pending: PendingEntry) -> None:
-        """__setitem__ for increasing IDs none of which is pending, all sharing `pending`.
+    def insert_new(self, entry_ids: list[int], pairs: dict[int, PendingEntry]) -> None:
+        """__setitem__ for increasing IDs none of which is pending (pairs: each ID -> its pending entry).
 
         IDs older than the last (a KEYSHARED group's deferred entries, delivered between other
         consumers' pending ones) are appended and `order` is marked unsorted: it is sorted again
@@ -117,7 +117,7 @@ class PendingList:
         a delivery costs one C-level extend instead of a seek and insert per ID; a stale copy of
         an appended ID stays counted in `stale`, so len(order) - head - stale == len(entries) holds.
         """
-        self.entries.update(dict.fromkeys(entry_ids, pending))
+        self.entries.update(pairs)
         self.extend(entry_ids)
 
     def extend(self, entry_ids: list[int]) -> None:
@@ -376,8 +376,9 @@ class ConsumerGroup:
             # None pending yet (a KEYSHARED group delivers older deferred entries): the same shared
             # entry, appended to both lists (PendingList.insert_new: sorted again when asked)
             pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)
-            pel.insert_new(entry_ids, pending)
-            own.insert_new(entry_ids, pending)
+            pairs = dict.fromkeys(entry_ids, pending)
+            pel.insert_new(entry_ids, pairs)
+            own.insert_new(entry_ids, pairs)
             return
         for entry_id in entry_ids:
             self.add_pending(entry_id, consumer, now)

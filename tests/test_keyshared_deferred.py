@@ -134,7 +134,7 @@ def test_pending_insert_new_answers_as_one_by_one(seed: int) -> None:
             if not ids:
                 continue
             pending = PendingEntry(None, 0)
-            fast.insert_new(ids, pending)
+            fast.insert_new(ids, dict.fromkeys(ids, pending))
             for entry_id in ids:
                 slow[entry_id] = pending
         else:
@@ -166,11 +166,11 @@ def test_pending_insert_new_of_an_id_whose_stale_copy_ends_the_order() -> None:
 
     for ids in ([30], [30, 40], [20, 30]):
         pel = PendingList()
-        pel.insert_new([10, 20, 30], PendingEntry(None, 0))
+        pel.insert_new([10, 20, 30], dict.fromkeys([10, 20, 30], PendingEntry(None, 0)))
         pel.pop(30)
         if ids == [20, 30]:
             pel.pop(20)
-        pel.insert_new(ids, PendingEntry(None, 0))
+        pel.insert_new(ids, dict.fromkeys(ids, PendingEntry(None, 0)))
         want = sorted({10, 20, 30, *ids})
         assert list(pel) == want and pel.last() == want[-1]
         assert len(pel.order) - pel.head - pel.stale == len(pel.entries)
@@ -182,9 +182,9 @@ def test_pending_compaction_while_unsorted_keeps_each_live_id_once() -> None:
     from storage.consumer_group import PendingEntry, PendingList
 
     pel = PendingList()
-    pel.insert_new([10, 20, 30, *range(100, 200)], PendingEntry(None, 0))
+    pel.insert_new([10, 20, 30, *range(100, 200)], dict.fromkeys([10, 20, 30, *range(100, 200)], PendingEntry(None, 0)))
     pel.pop(20)
-    pel.insert_new([20], PendingEntry(None, 0))  # older than the last: appended, unsorted
+    pel.insert_new([20], dict.fromkeys([20], PendingEntry(None, 0)))  # older than the last: appended, unsorted
     assert pel.unsorted
     for entry_id in range(100, 200):
         pel.pop(entry_id)
