@@ -344,8 +344,9 @@ class KeyShared:
             self._own(hash_value, owner)
 
     def _own(self, hash_value: int, owner: bytes | None) -> None:
-        """hash_value's pending entries are at owner now: unsettled unless that keeps it at its ring owner, undrained."""
-        if self.hash_owner.get(hash_value, owner) != owner or hash_value in self.drain or self._ring_owner(hash_value) != owner:
+        """hash_value's pending entries are at owner now: unsettled unless it is undrained and owner is its ring owner
+        (settled, an undrained hash's pending entries are at its ring owner already: nothing moves)."""
+        if hash_value in self.drain or self._ring_owner(hash_value) != owner:
             self.unsettled = True
         self.hash_owner[hash_value] = owner
 
