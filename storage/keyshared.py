@@ -223,8 +223,8 @@ class HashRing:
             names, index = self.names, self.index
             wide = len(names) > 255
             points = self.points
-            if not points:
-                slots = array("H", bytes(2 * (RANGE_SIZE + 1))) if wide else bytearray(RANGE_SIZE + 1)
+            if not points:  # no members: names is [None] (trailing free indexes are dropped), one byte a slot
+                slots = bytearray(RANGE_SIZE + 1)
             else:
                 # One run per point (the hashes up to it, from the previous point's next), then the wrap-around
                 # run to the first point's owner: the bytes of every run joined at once, a run being its
