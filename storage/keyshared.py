@@ -337,6 +337,19 @@ class KeyShared:
         hash_value = self.pel_hash.setdefault(entry_id, hash_value)
         self._own(hash_value, owner)
 
+    def index_pending(self, pending) -> None:
+        """Index a group's pending entries, (ID, hash, owner) each (loading, re-keying). A hash found pending
+        at two consumers (re-keying on another field can make two keys one) is pending at nobody, as after
+        XNACK: no reader gets its new entries until those are acknowledged or claimed (a claim moves them all)."""
+        first: dict[int, bytes | None] = {}
+        shared = set()
+        for entry_id, hash_value, owner in pending:
+            self.track(entry_id, hash_value, owner)
+            if first.setdefault(hash_value, owner) != owner:
+                shared.add(hash_value)
+        for hash_value in shared:
+            self._own(hash_value, None)
+
     def moved(self, entry_id: int, owner: bytes | None) -> None:
         """A pending entry changed owner (XCLAIM, XAUTOCLAIM, XNACK: None): its hash follows (all move together)."""
         hash_value = self.pel_hash.get(entry_id)
@@ -444,15 +457,17 @@ class KeyShared:
             state.ring.add(name)
         state.deferred.retable(state.ring.table())  # (join() does it per member)
         flat = data.get("pending", [])
-        for i in range(0, len(flat), 2):
-            entry_id = int.from_bytes(flat[i], "big")
-            pending = pel.get(entry_id)
-            if pending is not None:
-                state.track(entry_id, flat[i + 1], pending.consumer.name if pending.consumer is not None else None)
+        found = ((int.from_bytes(flat[i], "big"), flat[i + 1]) for i in range(0, len(flat), 2))
+        state.index_pending((entry_id, h, pending_owner(pel[entry_id])) for entry_id, h in found if entry_id in pel)
         flat = data.get("deferred", [])
         for i in range(0, len(flat), 2):
             state.defer(int.from_bytes(flat[i], "big"), flat[i + 1])
         return state
+
+
+def pending_owner(pending) -> bytes | None:
+    """A pending entry's consumer name (None: NACKed, pending at nobody)."""
+    return pending.consumer.name if pending.consumer is not None else None
 
 
 def held_back(group, stream=None) -> int:

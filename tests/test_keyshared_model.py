@@ -416,3 +416,50 @@ def test_the_bulk_paths_decide_as_the_entry_loop(seed, monkeypatch):
             model.check()
         outcomes.append((keyshared_state(model.server), model.batches))
     assert outcomes[0] == outcomes[1] == outcomes[2]
+
+
+def test_a_rekey_that_makes_two_pending_keys_one_holds_it_at_nobody():
+    """XGROUP SETCONFIG ... KEYSHARED on another field can make the keys of entries pending at two consumers
+    one key: it is then pending at nobody (as after XNACK), and no reader gets its new entries until both
+    are acknowledged; replayed effects and a snapshot hold the same. (The last consumer indexed used to be
+    taken for the key's only holder: it got the new entry while the other still had one pending.)"""
+    from storage.keyshared import HashRing
+
+    srv = Server()
+    srv.now = 1_700_000_000_000
+    client = Client(srv)
+    batches: list = []
+    srv.effect_listeners.append(batches.append)
+
+    def run(*argv):
+        return srv.execute(client, [a if isinstance(a, bytes) else str(a).encode() for a in argv])
+
+    ring = HashRing()
+    ring.add(b"A")
+    ring.add(b"B")
+    key_for = {name: next(b"a%d" % i for i in range(999) if ring.select(sticky_hash(b"a%d" % i)) == name) for name in (b"A", b"B")}
+    joint = next(b"k%d" % i for i in range(999) if ring.select(sticky_hash(b"k%d" % i)) == b"B")
+    run("XGROUP", "CREATE", KEY, GROUP, "0", "MKSTREAM", "KEYSHARED", "a")
+    for name in (b"A", b"B"):
+        assert run("XREADGROUP", "GROUP", GROUP, name, "STREAMS", KEY, ">") == NULL_ARRAY  # joins
+    first, second = (run("XADD", KEY, "*", "a", key_for[name], "b", joint) for name in (b"A", b"B"))
+    assert [i[0] for i in items_of(run("XREADGROUP", "GROUP", GROUP, "A", "STREAMS", KEY, ">"))] == [first]
+    assert [i[0] for i in items_of(run("XREADGROUP", "GROUP", GROUP, "B", "STREAMS", KEY, ">"))] == [second]
+    assert run("XGROUP", "SETCONFIG", KEY, GROUP, "KEYSHARED", "b") == b"OK"
+    third = run("XADD", KEY, "*", "a", key_for[b"A"], "b", joint)
+    group = srv.keyspace.dbs[0].data[KEY].groups[GROUP]
+    assert group.keyshared.draining() == {sticky_hash(joint): None}
+    for name in (b"A", b"B"):
+        assert run("XREADGROUP", "GROUP", GROUP, name, "STREAMS", KEY, ">") == NULL_ARRAY
+    assert keyshared_state(replay(batches, srv.now)) == keyshared_state(srv)
+    stream = srv.keyspace.dbs[0].data[KEY]
+    copy = Stream.load(msgpack.unpackb(msgpack.packb(stream.dump()), raw=False))
+    copy.groups = load_groups(msgpack.unpackb(msgpack.packb(dump_groups(stream.groups), use_bin_type=True), raw=False))
+    fresh = Server()
+    fresh.now = srv.now
+    fresh.keyspace.dbs[0].data[KEY] = copy
+    assert keyshared_state(fresh) == keyshared_state(srv)
+    assert run("XACK", KEY, GROUP, first) == 1
+    assert run("XREADGROUP", "GROUP", GROUP, "B", "STREAMS", KEY, ">") == NULL_ARRAY  # B still has one
+    assert run("XACK", KEY, GROUP, second) == 1
+    assert [i[0] for i in items_of(run("XREADGROUP", "GROUP", GROUP, "B", "STREAMS", KEY, ">"))] == [third]

@@ -32,7 +32,17 @@ from hiredis import pack_command
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import OK, Entries, Map, Raw
 from storage.claim import next_count
-from storage.keyshared import NONE_KEY, POINTS, HashRing, KeyShared, _hash_cache, first_held_back, held_back, sticky_hash
+from storage.keyshared import (
+    NONE_KEY,
+    POINTS,
+    HashRing,
+    KeyShared,
+    _hash_cache,
+    first_held_back,
+    held_back,
+    pending_owner,
+    sticky_hash,
+)
 from storage.keyshared_deferred import FREE, OVERFLOW, owner_bytes
 from storage.lag import register_held_back
 from storage.stream import Stream, _expand
@@ -89,9 +99,7 @@ def make_keyshared(stream: Stream, group, field: bytes) -> None:
             state.ring.add(name)
         state.deferred.retable(state.ring.table())  # (join() does it per member)
     group.keyshared = state
-    for entry_id, pending in group.pel.items():
-        owner = pending.consumer.name if pending.consumer is not None else None  # None: NACKed, pending at nobody
-        state.track(entry_id, state.hash_of(stream.get(entry_id)), owner)
+    state.index_pending((entry_id, state.hash_of(stream.get(entry_id)), pending_owner(pending)) for entry_id, pending in group.pel.items())
     if old is not None:
         for entry_id in list(old.deferred):
             state.defer(entry_id, state.hash_of(stream.get(entry_id)))
