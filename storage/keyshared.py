@@ -389,11 +389,9 @@ class KeyShared:
         """Recount `drain` if a hash may have moved off its ring owner; drop owners of hashes with nothing pending."""
         if not self.unsettled:
             return
-        counts = Counter(self.pel_hash.values())
-        hash_owner = self.hash_owner
-        owners = {h: hash_owner.get(h) for h in counts}
+        counts = self.pending_hashes()
+        self.hash_owner = owners = self._owners_of(counts)
         slots, names = self.ring.table()
-        self.hash_owner = owners
         self.drain = drain = {h: counts[h] for h, owner in owners.items() if names[slots[h]] != owner}
         self.blocked = {h: n for h, n in self.blocked.items() if h in drain}
         self.unsettled = False
@@ -404,15 +402,12 @@ class KeyShared:
 
     def holders(self) -> dict[int, bytes | None]:
         """Hash -> the consumer holding its pending entries, for every pending hash (O(PEL))."""
-        return {h: self.hash_owner.get(h) for h in self.pending_hashes()}
+        return self._owners_of(self.pending_hashes())
 
-    def draining_elsewhere(self, hash_value: int, name: bytes) -> bool:
-        """Whether hash_value has pending entries at a consumer other than name (O(PEL) unless h drains or name is its owner)."""
-        self.settle()
-        if hash_value in self.drain:
-            return self.hash_owner[hash_value] != name
-        owner = self.hash_owner.get(hash_value, name)
-        return owner != name and hash_value in self.pel_hash.values()
+    def _owners_of(self, hashes) -> dict[int, bytes | None]:
+        """hash_owner for these hashes only (it may still name hashes with nothing pending left)."""
+        hash_owner = self.hash_owner
+        return {h: hash_owner.get(h) for h in hashes}
 
     def draining(self) -> dict[int, bytes | None]:
         """Draining hashes -> the consumer they drain at (pending there, given to someone else by the ring)."""

@@ -361,12 +361,13 @@ def reference_take(stream, state, name, limit, caps, extra, taken, held, gone) -
     from server.commands.keyshared import _wire_item
 
     select = state.ring.select
+    holders = state.holders()  # every pending hash -> the consumer holding it
     for entry_id, h in list(state.deferred.items()):
         if len(taken.ids) >= limit:
             break
         if select(h) != name:
             continue
-        if h in held or state.draining_elsewhere(h, name):
+        if h in held or (h in holders and holders[h] != name):
             if h not in held:
                 held.add(h)
                 state.blocked[h] = state.blocked.get(h, 0) + 1

@@ -56,7 +56,7 @@ class Model:
         return {h: o for h, o in self.owner.items() if brute_select(self.members, h) != o}
 
 
-def check(state: KeyShared, model: Model, rng: random.Random) -> None:
+def check(state: KeyShared, model: Model) -> None:
     assert state.ring.members == model.members
     assert all((name in state.ring) == (name in model.members) for name in NAMES)
     assert state.pel_hash == model.pending
@@ -69,9 +69,6 @@ def check(state: KeyShared, model: Model, rng: random.Random) -> None:
     assert state.drain == {h: counts[h] for h in draining}  # only draining hashes are counted
     model.blocked = {h: n for h, n in model.blocked.items() if h in draining}  # kept while their hash drains
     assert state.blocked == model.blocked
-    for h in [*model.owner, rng.randint(1, RANGE_SIZE)]:
-        for name in NAMES:
-            assert state.draining_elsewhere(h, name) == (h in model.owner and model.owner[h] != name)
     assert sorted(state.deferred.items()) == sorted(model.deferred.items())
     queues: dict = {}
     for entry_id in sorted(model.deferred):
@@ -153,10 +150,10 @@ def test_group_state_matches_plain_dicts_over_random_operations(seed: int) -> No
             state = round_trip(state, model)
             model.blocked = {}  # a statistic: not persisted
         if rng.random() < 0.3:  # (checking settles the index: runs of unchecked steps leave it unsettled)
-            check(state, model, rng)
+            check(state, model)
     loaded = round_trip(state, model)
     model.blocked = {}
-    check(loaded, model, rng)
+    check(loaded, model)
 
 
 def test_an_ack_while_unsettled_leaves_the_counting_to_the_recount() -> None:

@@ -459,12 +459,11 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
         if not block.live:
             continue
         owners, ids = block.owners, block.ids
-        # From the block's start, not the cursor's position: the caller has no deferred entry below its
-        # cursor, so the find loop meets none there either, and memchr over a few KB costs less than a
-        # bisection through IDs deferred thousands of reads ago (each comparison a cache miss)
-        start = 0
+        # Each block from its start, not from the cursor's position in it: the caller has no deferred entry
+        # below its cursor, so the find loop meets none there either, and memchr over a few KB costs less
+        # than a bisection through IDs deferred thousands of reads ago (each comparison a cache miss)
         if bulk and not held:
-            found = _positions(owners, byte, start, limit - len(ids_out))
+            found = _positions(owners, byte, 0, limit - len(ids_out))
             if not found:
                 continue
             get = itemgetter(*found) if len(found) > 1 else _one(found[0])
@@ -485,7 +484,7 @@ def _take_deferred(stream: Stream, state: KeyShared, name: bytes, limit: int, ca
                     last = found[-1] + 1
                     walk[1] = ids[last] if last < len(ids) else ids[-1] + 1
                 continue
-        limit = _take_block(stream, state, dset, block, start, name, byte, exact, first, limit, caps, extra, taken, held, gone, walk)
+        limit = _take_block(stream, state, dset, block, 0, name, byte, exact, first, limit, caps, extra, taken, held, gone, walk)
     if not exact:
         first_held, resume = walk
         if resume is None:
