@@ -18,9 +18,15 @@ the point and the next one takes it over when it leaves.
 State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
 
 - the ring (members in join order, which decides collisions);
-- `pel_hash` (pending ID -> hash) and `hash_owner` (hash -> the one consumer
-  holding its pending entries; it may still name hashes with nothing pending
-  left, until the next recount), kept in step with the PEL by the group's hooks;
+- `pel_hash` (pending ID -> hash), kept in step with the PEL by the group's
+  hooks, and `hash_owner` (hash -> the one consumer holding its pending
+  entries) for the pending hashes that may not be at their ring owner: a
+  pending hash it does not name is pending at its ring owner. So a read, which
+  delivers hashes at their ring owner, writes nothing there; the hooks write
+  whatever they move, and a ring change first writes down every pending
+  hash's holder (the ring is about to name someone else). It may still name
+  hashes with nothing pending left, until the next recount keeps only the
+  draining ones;
 - `drain` (draining hash -> its pending count), see below;
 - `deferred` (ID -> hash): entries below the group's last-delivered-id that
   were passed over for another consumer or held back (Pulsar's replay
@@ -31,7 +37,7 @@ State of a group (`KeyShared`, hung on `ConsumerGroup.keyshared`):
 
 A hash *drains* at its owner when it has pending entries there but the ring
 now gives it to someone else: `draining(h) <=> h has pending entries and
-hash_owner[h] != ring(h)`. Only draining hashes are counted, as in PIP-379's
+owner(h) != ring(h)`. Only draining hashes are counted, as in PIP-379's
 draining-hashes tracker: `drain` holds exactly them with their pending counts,
 and every other pending hash is pending at its ring owner. A read delivers a
 consumer only hashes the ring gives it that are not draining, so it never
@@ -39,8 +45,9 @@ changes `drain`; an acknowledgement lowers a draining hash's count and
 releases it at zero. Whatever may move a hash off its ring owner (a join or
 leave, a claim, a NACK, a forced claim, loading) marks the index `unsettled`,
 and the next decision recounts `drain` from `pel_hash` and `hash_owner` (C-level
-counting over the PEL). So while nothing drains (the steady state), reads and
-acknowledgements keep no per-hash counts at all; and the state is derived from
+counting over the PEL), after which `hash_owner` names only the draining
+hashes. So while nothing drains (the steady state), reads and
+acknowledgements keep no per-hash state at all; and the state is derived from
 the PEL index, never a reference count carried across ring changes (Pulsar's
 needed a post-release fix for a stuck state): a hash that moves back to its
 owner stops draining at the recount.
@@ -307,6 +314,7 @@ class KeyShared:
         """Add a consumer to the ring; whether it was not a member."""
         if name in self.ring:
             return False
+        self._pin_owners()
         self.ring.add(name)
         self.deferred.retable(self.ring.table(), joined=name)
         self.unsettled = True
@@ -315,10 +323,18 @@ class KeyShared:
     def remove_member(self, name: bytes) -> bool:
         if name not in self.ring:
             return False
+        self._pin_owners()
         self.ring.remove(name)
         self.deferred.retable(self.ring.table())
         self.unsettled = True
         return True
+
+    def _pin_owners(self) -> None:
+        """Before a ring change: each pending hash that hash_owner leaves to the ring gets its holder written down."""
+        hash_owner = self.hash_owner
+        slots, names = self.ring.table()
+        for h in set(self.pel_hash.values()).difference(hash_owner):
+            hash_owner[h] = names[slots[h]]
 
     @property
     def queues(self) -> dict[bytes | None, list[int]]:
@@ -390,9 +406,10 @@ class KeyShared:
         if not self.unsettled:
             return
         counts = self.pending_hashes()
-        self.hash_owner = owners = self._owners_of(counts)
+        owners = self._owners_of(counts)
         slots, names = self.ring.table()
         self.drain = drain = {h: counts[h] for h, owner in owners.items() if names[slots[h]] != owner}
+        self.hash_owner = {h: owners[h] for h in drain}  # every other pending hash is at its ring owner
         self.blocked = {h: n for h, n in self.blocked.items() if h in drain}
         self.unsettled = False
 
@@ -405,9 +422,10 @@ class KeyShared:
         return self._owners_of(self.pending_hashes())
 
     def _owners_of(self, hashes) -> dict[int, bytes | None]:
-        """hash_owner for these hashes only (it may still name hashes with nothing pending left)."""
+        """The holder of each of these pending hashes: hash_owner's, else its ring owner."""
         hash_owner = self.hash_owner
-        return {h: hash_owner.get(h) for h in hashes}
+        slots, names = self.ring.table()
+        return {h: hash_owner[h] if h in hash_owner else names[slots[h]] for h in hashes}
 
     def draining(self) -> dict[int, bytes | None]:
         """Draining hashes -> the consumer they drain at (pending there, given to someone else by the ring)."""

@@ -752,8 +752,9 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         wires = [wires[i] for i in order]
         hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
-    state.pel_hash.update(zip(delivered, hashes, strict=True))  # KeyShared.track(), in bulk: none was pending or deferred,
-    state.hash_owner.update(dict.fromkeys(hashes, name))  # and none drains (name is their ring owner): `drain` is unchanged
+    # KeyShared.track(), in bulk: none was pending or deferred, none drains and name is their ring owner,
+    # so `drain` is unchanged and `hash_owner` leaves them to the ring
+    state.pel_hash.update(zip(delivered, hashes, strict=True))
     consumer.active_time = now
     _delivered_ids.remember(wire_ids, delivered)  # XACK gets them back as sent: no parsing
     effects.append(delivery_effect(key, group_name, name, wire_ids, now, format_id(group.last_id)))
