@@ -728,12 +728,15 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
     scanned: list[int] = []
     newly = 0
+    unordered = False  # step 1's entries are in ID order, and so are step 2's, all after them unless a leave deferred some past the cursor
     if len(taken.ids) < limit:
         if not caps and _scan_fast_applies(state, group):
             room = state.lookahead_limit() - len(state.deferred)
             scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(taken.ids), room, taken)
         else:
+            from_deferred = len(taken.ids)
             scanned, newly = _scan_slow(stream, state, group, name, limit, count, caps, extra, taken)
+            unordered = 0 < from_deferred < len(taken.ids)
     defer_effect = [b"XGROUP", b"DEFER", key, group_name, b"RANGE", format_id(scanned[0]), format_id(scanned[-1])] if newly else None
     if scanned:
         group.advance_many(stream, scanned)
@@ -745,7 +748,7 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
             effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
         return None
     wire_ids, wires, hashes = taken.wids, taken.wires, taken.hashes
-    if len(delivered) > 1 and delivered != sorted(delivered):  # deferred entries, then newer ones: rarely out of order
+    if unordered and delivered != sorted(delivered):
         order = sorted(range(len(delivered)), key=delivered.__getitem__)
         delivered = [delivered[i] for i in order]
         wire_ids = [wire_ids[i] for i in order]
