@@ -7,7 +7,8 @@
   fresh KEYSHARED group at 0 and runs the same load on each, in turn; best of
   `env.rounds`. Rows: Redis's plain group (what Redis can do at all), Millrace's
   plain and KEYSHARED groups, and KEYSHARED / plain on Millrace (the issue's
-  target: >= 0.7).
+  target: >= 0.7), with each round's own ratio in the JSON (`per_round`: the
+  KEYSHARED run against the plain run just before it).
 - Memory per draining hash: `bench:drain` gets one entry per key for 50,000
   keys; a plain group and a KEYSHARED group each have everything delivered to
   one consumer `A` (unacknowledged); then `B` joins the KEYSHARED group, and the
@@ -81,6 +82,9 @@ def run(env: Env) -> list[Row]:
                     "exhausted": any(r.exhausted for r in runs["keyshared"]),
                 }
                 share_row.millrace = ks_row.millrace / plain_row.millrace
+                # each round's KEYSHARED run against the plain run just before it (the machine's drift cancels)
+                paired = sorted(k.pairs_per_second / p.pairs_per_second for p, k in zip(runs["plain"], runs["keyshared"], strict=True))
+                share_row.extra["millrace"] = {"per_round": [round(r, 3) for r in paired], "median_per_round": round(paired[len(paired) // 2], 3)}
                 draining, pending_hashes, extra_bytes = drain_memory(server, drain_keys, env)
                 per_draining.millrace = extra_bytes / draining if draining else None
                 per_pending.millrace = extra_bytes / pending_hashes if pending_hashes else None
