@@ -246,6 +246,48 @@ def test_session_timeout_is_decided_by_the_next_read(c):
     assert members == {b"A": 0, b"B": 1}
 
 
+def test_setid_backwards_clears_the_deferred_set_and_reads_stay_in_order(c):
+    """XGROUP SETID is the one way back for the cursor: it clears the deferred set, so every deferred entry lies
+    at or below the cursor and a read's deliveries (its deferred entries, then the scan's, here the slow scan's:
+    entries past the cursor are pending) come in ID order."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []  # A joins, then B
+    ring = ring_of(b"A", b"B")
+    a_keys, b_keys = keys_of(ring, b"A", KEYS[:20]), keys_of(ring, b"B", KEYS[:20])
+    first = [c.xadd("s", {"k": key}) for key in KEYS[:20]]
+    got_a = read(c, "A")
+    assert [f[b"k"] for _i, f in got_a] == a_keys
+    c.xack("s", "g", *[i for i, _f in got_a])
+    assert [f[b"k"] for _i, f in read(c, "B")] == b_keys  # pending at B from here on
+    second = [c.xadd("s", {"k": key}) for key in KEYS[:20]]
+    assert read(c, "B", count=1)[0][1][b"k"] == b_keys[0]  # passes over A's new entries: deferred
+    assert info_map(c.xinfo_groups("s")[0])["deferred"] > 0
+    c.xgroup_setid("s", "g", "0")  # back: A's acknowledged entries are new again, B's pending ones lie past the cursor
+    assert info_map(c.xinfo_groups("s")[0])["deferred"] == 0
+    got_b = read(c, "B", count=1)  # past A's entries (deferred) to a key of B's: its first entries are pending at B already
+    assert [f[b"k"] for _i, f in got_b] == [b_keys[1]] and info_map(c.xinfo_groups("s")[0])["deferred"] > 0
+    got = read(c, "A", maxcount=100)  # (MAXCOUNT: the entry-by-entry paths) deferred entries, then the scan's
+    ids = [i for i, _f in got]
+    assert ids == sorted(ids, key=id_key)
+    assert ids == [i for i in first + second if i in ids] and len(ids) == 2 * len(a_keys)
+
+
+def test_a_leave_after_setid_backwards_defers_nothing_past_the_cursor(c):
+    """B's pending entries lie past the cursor after SETID backwards: its leave gives them back to the group as
+    new entries (the cursor reaches them again), not as deferred ones, so A gets each once, in order."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []
+    ids = [c.xadd("s", {"k": key}) for key in KEYS[:20]]
+    got_a, got_b = read(c, "A"), read(c, "B")
+    assert len(got_a) + len(got_b) == 20 and got_b
+    c.xack("s", "g", *[i for i, _f in got_a])
+    c.xgroup_setid("s", "g", "0")
+    assert c.execute_command("XGROUP", "LEAVE", "s", "g", "B") == len(got_b)
+    assert info_map(c.xinfo_groups("s")[0])["deferred"] == 0
+    again = [i for i, _f in read(c, "A")]  # alone now: every entry, A's acknowledged ones new again after SETID
+    assert again == ids
+
+
 def test_a_claim_moves_every_pending_entry_of_the_hash(c):
     c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
     ids = [c.xadd("s", {"k": "same"}) for _ in range(3)] + [c.xadd("s", {"k": "other"})]

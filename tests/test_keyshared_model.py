@@ -282,6 +282,8 @@ class Model:
         for entry_id, _fields in stream.range(0, group.last_id):
             assert entry_id in pending or entry_id in deferred or entry_id in self.acked, f"{format_id(entry_id)} lost"
         assert len(deferred - self.released) <= ks.lookahead_limit()  # a leave's release may overshoot, a scan never
+        # deferred entries lie at or below the cursor, so a read's deliveries (step 1's, then the scan's) are in ID order
+        assert all(entry_id <= group.last_id for entry_id in deferred)
         for block in ks.deferred.blocks:  # memory follows the set: a position no longer deferred keeps no reply item
             assert all(w is None for w, o in zip(block.wires, block.owners, strict=True) if o == FREE)
         queued = sorted(i for q in ks.queues.values() for i in q)
