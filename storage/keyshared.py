@@ -402,7 +402,7 @@ class KeyShared:
                 blocked.pop(hash_value, None)
 
     def settle(self) -> None:
-        """Recount `drain` if a hash may have moved off its ring owner; drop owners of hashes with nothing pending."""
+        """Recount `drain` if a hash may have moved off its ring owner; hash_owner keeps the draining hashes only."""
         if not self.unsettled:
             return
         counts = self.pending_hashes()

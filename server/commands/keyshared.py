@@ -548,13 +548,11 @@ def _take_block(stream: Stream, state: KeyShared, dset, block, pos: int, name: b
             return limit
 
 
-def _scan_fast_applies(state: KeyShared, group) -> bool:
-    """Whether no entry after last-delivered-id is pending or deferred (claims and leaves can make some so)."""
+def _scan_fast_applies(group) -> bool:
+    """Whether no entry after last-delivered-id is pending (XGROUP SETID backwards and forced claims can make some so;
+    none is deferred: the set holds entries at or below the cursor, and SETID clears it)."""
     last = group.last_id
-    if group.pel and group.pel.last_bound() > last and group.pel.last() > last:
-        return False
-    blocks = state.deferred.blocks
-    return not blocks or blocks[-1].ids[-1] <= last or next(state.deferred.irange(last + 1), None) is None
+    return not (group.pel and group.pel.last_bound() > last and group.pel.last() > last)
 
 
 def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: int, room: int, taken: _Taken) -> tuple[list[int], int]:
@@ -659,11 +657,10 @@ def _scan_slow(stream: Stream, state: KeyShared, group, name: bytes, limit: int,
     chunk = 256 if not count else max(count - len(taken.ids), 16)
     scanned: list[int] = []
     newly = 0
-    first_taken = set(taken.ids)  # step 1 delivered them (after the cursor only after a leave): pending by now
     for entry_id, node, row in _new_entries(stream, group.last_id, chunk):
         if len(taken.ids) >= limit:
             break
-        if entry_id in pel or entry_id in deferred or entry_id in first_taken:
+        if entry_id in pel or entry_id in deferred:
             scanned.append(entry_id)
             continue
         fields = node.fields
@@ -728,15 +725,12 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         effects.append([b"XGROUP", b"UNDEFER", key, group_name, *format_ids(gone)])
     scanned: list[int] = []
     newly = 0
-    unordered = False  # step 1's entries are in ID order, and so are step 2's, all after them unless a leave deferred some past the cursor
     if len(taken.ids) < limit:
-        if not caps and _scan_fast_applies(state, group):
+        if not caps and _scan_fast_applies(group):
             room = state.lookahead_limit() - len(state.deferred)
             scanned, newly = _scan_fast(stream, state, name, group.last_id, limit - len(taken.ids), room, taken)
         else:
-            from_deferred = len(taken.ids)
             scanned, newly = _scan_slow(stream, state, group, name, limit, count, caps, extra, taken)
-            unordered = 0 < from_deferred < len(taken.ids)
     defer_effect = [b"XGROUP", b"DEFER", key, group_name, b"RANGE", format_id(scanned[0]), format_id(scanned[-1])] if newly else None
     if scanned:
         group.advance_many(stream, scanned)
@@ -747,13 +741,8 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         if scanned:
             effects.append([b"XGROUP", b"SETID", key, group_name, format_id(group.last_id), b"ENTRIESREAD", b"%d" % group.entries_read])
         return None
+    # In ID order: step 1's deferred entries lie at or below the cursor, step 2's after it
     wire_ids, wires, hashes = taken.wids, taken.wires, taken.hashes
-    if unordered and delivered != sorted(delivered):
-        order = sorted(range(len(delivered)), key=delivered.__getitem__)
-        delivered = [delivered[i] for i in order]
-        wire_ids = [wire_ids[i] for i in order]
-        wires = [wires[i] for i in order]
-        hashes = [hashes[i] for i in order]
     group.add_new(delivered, consumer, now)
     # KeyShared.track(), in bulk: none was pending or deferred, none drains and name is their ring owner,
     # so `drain` is unchanged and `hash_owner` leaves them to the ring
