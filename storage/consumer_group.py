@@ -348,7 +348,7 @@ class ConsumerGroup:
         self.retime(entry_id, pending, now)
         return pending
 
-    def add_new(self, entry_ids: list[int], consumer: Consumer, now: int) -> None:
+    def add_new(self, entry_ids: list[int], consumer: Consumer, now: int, fresh: bool = False) -> None:
         """First deliveries of increasing IDs (XREADGROUP >): add_pending for each, in bulk when they all go last.
 
         In bulk the IDs share one SharedPendingEntry.
@@ -372,7 +372,7 @@ class ConsumerGroup:
                 for entry_id in entry_ids:
                     heappush(timeline, (now, entry_id))
             return
-        if self.timeline is None and not any(map(pel.entries.__contains__, entry_ids)):
+        if self.timeline is None and (fresh or not any(map(pel.entries.__contains__, entry_ids))):
             # None pending yet (a KEYSHARED group delivers older deferred entries): the same shared
             # entry, appended to both lists (PendingList.insert_new: sorted again when asked)
             pending = SharedPendingEntry(consumer, now) if len(entry_ids) > 1 else PendingEntry(consumer, now)

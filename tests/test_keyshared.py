@@ -119,6 +119,36 @@ def test_errors(c):
     assert "key-shared-field" not in {g["name"]: g for g in c.xinfo_groups("s")}[b"ks"]
 
 
+@pytest.mark.parametrize("first", [["k", "v"], ["v", "k"]], ids=["field-first", "field-second"])
+def test_entries_with_their_own_field_names_are_keyed_by_their_own_field(c, first):
+    """One node holds entries in the master field layout and entries with their own field names (the
+    group's field elsewhere, or missing: NONE_KEY); every entry goes to the ring owner of its own key,
+    whether the group's field is the node's first master field or not."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    assert read(c, "A") == [] and read(c, "B") == []  # both join before anything is read
+    ring = ring_of(b"A", b"B")
+    layouts = [
+        lambda key: {first[0]: key if first[0] == "k" else b"1", first[1]: key if first[1] == "k" else b"1"},
+        lambda key: {"other": b"x", "k": key},  # the field last, after a field the node does not have
+        lambda key: {"k": key, "w": b"2", "v": b"3"},  # more fields than the master entry
+        lambda key: {"v": key},  # no key field at all: NONE_KEY (its value here is not a key)
+    ]
+    owner_of = {}
+    for i, key in enumerate(KEYS[:40]):
+        fields = layouts[i % 4](key)
+        entry_id = c.xadd("s", fields)
+        key_of = fields.get("k", b"NONE_KEY")
+        owner_of[entry_id] = ring.select(sticky_hash(key_of if isinstance(key_of, bytes) else key_of.encode()))
+    got = {b"A": [], b"B": []}
+    for _ in range(6):
+        for name in (b"A", b"B"):
+            got[name] += [entry_id for entry_id, _fields in read(c, name.decode(), count=5)]
+    assert sorted(got[b"A"] + got[b"B"], key=id_key) == sorted(owner_of, key=id_key)  # each delivered once
+    for name, ids in got.items():
+        assert ids and all(owner_of[i] == name for i in ids)
+        assert ids == sorted(ids, key=id_key)
+
+
 def test_moved_hashes_drain_and_unrelated_keys_flow(c):
     """A joins alone and takes every key; B joins: the keys that move to B wait until A acknowledges them, new keys flow."""
     c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")

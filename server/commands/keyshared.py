@@ -424,10 +424,12 @@ def _one(pos: int):
 def _positions(owners: bytearray, byte: int, start: int, need: int) -> list[int]:
     """The first `need` positions of byte in owners from start (bytearray.find: memchr)."""
     find = owners.find
-    found = []
-    pos = find(byte, start)
-    while pos >= 0 and len(found) < need:
+    found: list[int] = []
+    pos = find(byte, start) if need > 0 else -1
+    while pos >= 0:
         found.append(pos)
+        if len(found) == need:  # no search past the last one wanted
+            break
         pos = find(byte, pos + 1)
     return found
 
@@ -581,8 +583,13 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
             break
         for node, node_ids, node_rows, lo, hi in spans:
             seg_ids, seg_rows, fields = node_ids[lo:hi], node_rows[lo:hi], node.fields
-            if field in fields and None not in map(_first, seg_rows):  # (None: an entry with its own field names)
-                keys = list(map(itemgetter(fields.index(field)), seg_rows))
+            at = fields.index(field) if field in fields else -1
+            if at == 0:  # a row of an entry with its own field names starts with None: so does its key here
+                keys = list(map(_first, seg_rows))
+                if None in keys:
+                    keys = [_key_of(fields, row, field) for row in seg_rows]
+            elif at > 0 and None not in map(_first, seg_rows):  # (None: an entry with its own field names)
+                keys = list(map(itemgetter(at), seg_rows))
             else:
                 keys = [_key_of(fields, row, field) for row in seg_rows]
             hs = list(map(hash_get, keys))
@@ -743,7 +750,7 @@ def read_new(loading: bool, stream: Stream, group, consumer, key: bytes, group_n
         return None
     # In ID order: step 1's deferred entries lie at or below the cursor, step 2's after it
     wire_ids, wires, hashes = taken.wids, taken.wires, taken.hashes
-    group.add_new(delivered, consumer, now)
+    group.add_new(delivered, consumer, now, fresh=True)
     # KeyShared.track(), in bulk: none was pending or deferred, none drains and name is their ring owner,
     # so `drain` is unchanged and `hash_owner` leaves them to the ring
     state.pel_hash.update(zip(delivered, hashes, strict=True))
