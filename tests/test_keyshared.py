@@ -302,6 +302,22 @@ def test_setid_backwards_clears_the_deferred_set_and_reads_stay_in_order(c):
     assert ids == [i for i in first + second if i in ids] and len(ids) == 2 * len(a_keys)
 
 
+def test_a_read_after_setid_backwards_passes_over_pending_entries(c):
+    """Redis hands an entry still pending to a `>` reader after XGROUP SETID backwards (delivery count
+    1 again); a KEYSHARED group leaves it with its consumer, as one owner per key demands, and counts
+    it as read: the read delivers only the entries nobody holds."""
+    c.execute_command("XGROUP", "CREATE", "s", "g", "0", "MKSTREAM", "KEYSHARED", "k")
+    ids = [c.xadd("s", {"k": KEYS[i % 3]}) for i in range(6)]
+    assert [i for i, _f in read(c, "A", count=3)] == ids[:3]
+    c.xgroup_setid("s", "g", "0")
+    assert [i for i, _f in read(c, "A")] == ids[3:]
+    pending = c.xpending_range("s", "g", "-", "+", 10)
+    assert [p["message_id"] for p in pending] == ids and {p["times_delivered"] for p in pending} == {1}
+    group = {g["name"]: g for g in c.xinfo_groups("s")}[b"g"]
+    assert group["entries-read"] == 6 and group["lag"] == 0 and group["deferred"] == 0
+    assert read(c, "A") == []
+
+
 def test_a_leave_after_setid_backwards_defers_nothing_past_the_cursor(c):
     """B's pending entries lie past the cursor after SETID backwards: its leave gives them back to the group as
     new entries (the cursor reaches them again), not as deferred ones, so A gets each once, in order."""
