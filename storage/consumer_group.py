@@ -351,7 +351,8 @@ class ConsumerGroup:
     def add_new(self, entry_ids: list[int], consumer: Consumer, now: int, fresh: bool = False) -> None:
         """First deliveries of increasing IDs (XREADGROUP >): add_pending for each, in bulk when they all go last.
 
-        In bulk the IDs share one SharedPendingEntry.
+        In bulk the IDs share one SharedPendingEntry. `fresh`: the caller knows none of them is pending
+        (a KEYSHARED read), so the check for one is skipped.
         """
         pel, own = self.pel, consumer.pel
         first = entry_ids[0]
