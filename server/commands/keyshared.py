@@ -584,12 +584,8 @@ def _scan_fast(stream: Stream, state: KeyShared, name: bytes, after: int, need: 
         for node, node_ids, node_rows, lo, hi in spans:
             seg_ids, seg_rows, fields = node_ids[lo:hi], node_rows[lo:hi], node.fields
             at = fields.index(field) if field in fields else -1
-            if at == 0:  # a row of an entry with its own field names starts with None: so does its key here
-                keys = list(map(_first, seg_rows))
-                if None in keys:
-                    keys = [_key_of(fields, row, field) for row in seg_rows]
-            elif at > 0 and None not in map(_first, seg_rows):  # (None: an entry with its own field names)
-                keys = list(map(itemgetter(at), seg_rows))
+            if at >= 0 and None not in (firsts := list(map(_first, seg_rows))):  # (None: an entry with its own field names)
+                keys = firsts if at == 0 else list(map(itemgetter(at), seg_rows))
             else:
                 keys = [_key_of(fields, row, field) for row in seg_rows]
             hs = list(map(hash_get, keys))
