@@ -49,6 +49,30 @@ def test_bench_quick_foundation(tmp_path):
             assert row[kind] == min(source["extra"][kind]["cpu_us_per_request"])
 
 
+def test_bench_quick_keyshared(tmp_path):
+    """The KEYSHARED suite's rows, and its target row's per-round ratios: KEYSHARED over plain, round by round."""
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "keyshared", "--quick", "--quiet", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {row["name"]: row for row in json.loads(out.read_text())["rows"]}
+    plain = rows["XREADGROUP COUNT 10 > + XACK, plain group, -c 50"]
+    keyshared = rows["XREADGROUP COUNT 10 > + XACK, KEYSHARED group, -c 50"]
+    share = rows["KEYSHARED / plain group (Millrace)"]
+    assert plain["redis"] > 0 and plain["millrace"] > 0 and keyshared["millrace"] > 0
+    assert share["millrace"] == pytest.approx(keyshared["millrace"] / plain["millrace"])
+    rounds = zip(plain["extra"]["millrace"]["pairs_per_second"], keyshared["extra"]["millrace"]["pairs_per_second"], strict=True)
+    per_round = share["extra"]["millrace"]["per_round"]
+    assert per_round == pytest.approx([k / p for p, k in rounds], abs=2e-3)  # (the pair counts in the JSON are rounded)
+    assert share["extra"]["millrace"]["median_per_round"] == pytest.approx(sorted(per_round)[len(per_round) // 2], abs=1e-3)
+    assert rows["KEYSHARED index memory per draining hash"]["extra"]["millrace"]["draining"] > 0
+
+
 def test_row_status_against_targets():
     from bench.harness import NOT_SUPPORTED, Row, Target
 
