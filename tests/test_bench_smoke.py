@@ -21,18 +21,23 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_bench_quick_foundation(tmp_path):
+def run_quick(tmp_path, suite: str) -> tuple[str, dict]:
+    """`python -m bench SUITE --quick`: its output and its JSON results."""
     out = tmp_path / "results.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "foundation", "--quick", "--quiet", "--json", str(out)],
+        [sys.executable, "-m", "bench", suite, "--quick", "--quiet", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "summary" in done.stdout
-    result = json.loads(out.read_text())
+    return done.stdout, json.loads(out.read_text())
+
+
+def test_bench_quick_foundation(tmp_path):
+    stdout, result = run_quick(tmp_path, "foundation")
+    assert "summary" in stdout
     rows = result["rows"]
     throughput = [f"{cmd} -c 50 -P {p}" for p in (1, 16) for cmd in ("PING", "SET", "GET")]
     cpu = [f"server CPU per request, {cmd} -c 50 -P 1" for cmd in ("PING", "SET", "GET")]
@@ -51,16 +56,7 @@ def test_bench_quick_foundation(tmp_path):
 
 def test_bench_quick_keyshared(tmp_path):
     """The KEYSHARED suite's rows, and its target row's per-round ratios: KEYSHARED over plain, round by round."""
-    out = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "keyshared", "--quick", "--quiet", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = {row["name"]: row for row in json.loads(out.read_text())["rows"]}
+    rows = {row["name"]: row for row in run_quick(tmp_path, "keyshared")[1]["rows"]}
     plain = rows["XREADGROUP COUNT 10 > + XACK, plain group, -c 50"]
     keyshared = rows["XREADGROUP COUNT 10 > + XACK, KEYSHARED group, -c 50"]
     share = rows["KEYSHARED / plain group (Millrace)"]
