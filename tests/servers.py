@@ -44,13 +44,9 @@ class ServerProcess:
                 with redis.Redis(port=self.port, socket_timeout=1) as client:
                     client.ping()
                 return
-            except redis.AuthenticationError:
-                return
-            except redis.ResponseError as exc:
-                if "NOAUTH" in str(exc):
-                    return
-                raise
-            except redis.ConnectionError:
+            except (redis.AuthenticationError, redis.ResponseError):
+                return  # an error reply is an answer: NOAUTH, or MASTERDOWN from a replica not yet linked
+            except redis.ConnectionError:  # refused, or LOADING (BusyLoadingError)
                 time.sleep(0.05)
         raise RuntimeError(f"{self.name} did not start: {self.read_log()}")
 

@@ -20,7 +20,7 @@ import redis
 
 from tests.persist_workload import Workload, state
 from tests.proxy import Proxy
-from tests.servers import start_millrace
+from tests.servers import free_port, start_millrace
 from tests.test_persistence import kill9, wait_for
 
 
@@ -281,6 +281,25 @@ def test_replica_serve_stale_data_no_refuses_while_the_link_is_down(tmp_path):
             r.ping()  # as Redis: PING has no `stale` flag
         assert r.execute_command("REPLICAOF", "NO", "ONE") == b"OK"  # REPLICAOF is allowed
         assert r.get("k") is None
+    finally:
+        replica.stop()
+
+
+def test_a_replica_with_stale_data_off_starts_before_its_primary(tmp_path):
+    """Started before its primary, such a replica answers MASTERDOWN at once, then serves once linked."""
+    port = free_port()
+    replica = replica_of(tmp_path, "replica", port, "--replica-serve-stale-data", "no")
+    try:
+        r = replica.client()
+        with pytest.raises(redis.exceptions.MasterDownError):
+            r.ping()
+        primary = start(tmp_path, "primary", port=port)
+        try:
+            primary.client().xadd("s", {"f": "v"}, id="1-1")
+            caught_up(primary.client(), r)
+            assert r.xrange("s") == [(b"1-1", {b"f": b"v"})]
+        finally:
+            primary.stop()
     finally:
         replica.stop()
 
