@@ -143,7 +143,12 @@ class Server:
         started = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
         self.pid = self.proc.pid
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:  # the caller gets no handle: the process must not outlive the failure
+            self.proc.kill()
+            self.proc.wait()
+            raise
         self.ready_seconds = time.perf_counter() - started  # start until the first PONG (data loading included)
 
     def _wait_ready(self, timeout: float = 120.0) -> None:

@@ -27,13 +27,19 @@ def free_port() -> int:
 class ServerProcess:
     """A server started as a child process; stopped on `stop()`."""
 
-    def __init__(self, argv: list[str], port: int, workdir: str, name: str) -> None:
+    def __init__(self, argv: list[str], port: int, workdir: str, name: str, ready_timeout: float = 20.0) -> None:
         self.port = port
         self.dir = workdir
         self.name = name
         self.log = open(os.path.join(workdir, f"{name}.log"), "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        self._wait_ready()
+        try:
+            self._wait_ready(ready_timeout)
+        except BaseException:  # no handle reaches the caller: the process must not outlive the failure
+            self.proc.kill()
+            self.proc.wait()
+            self.log.close()
+            raise
 
     def _wait_ready(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
