@@ -134,7 +134,7 @@ def free_port() -> int:
 class Server:
     """A server process the benchmark started on a free loopback port."""
 
-    def __init__(self, kind: str, argv: list[str], port: int, workdir: str, cwd: Path = ROOT) -> None:
+    def __init__(self, kind: str, argv: list[str], port: int, workdir: str, cwd: Path = ROOT, ready_timeout: float = 120.0) -> None:
         self.kind = kind
         self.port = port
         self.dir = workdir
@@ -144,14 +144,15 @@ class Server:
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
         self.pid = self.proc.pid
         try:
-            self._wait_ready()
+            self._wait_ready(ready_timeout)
         except BaseException:  # the caller gets no handle: the process must not outlive the failure
             self.proc.kill()
             self.proc.wait()
+            self._log.close()
             raise
         self.ready_seconds = time.perf_counter() - started  # start until the first PONG (data loading included)
 
-    def _wait_ready(self, timeout: float = 120.0) -> None:
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

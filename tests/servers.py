@@ -41,7 +41,7 @@ class ServerProcess:
             self.log.close()
             raise
 
-    def _wait_ready(self, timeout: float = 20.0) -> None:
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -1,20 +1,37 @@
-"""The test harness itself: a server that never answers is not left running."""
+"""The harnesses themselves (tests' and bench's): a server that never answers is not left running."""
 
 from __future__ import annotations
 
-import os
 import sys
+from pathlib import Path
 
 import pytest
 
+from bench.harness import Server as BenchServer
 from tests.servers import ServerProcess, free_port
 
 
-def test_a_server_that_never_answers_is_killed_not_leaked(tmp_path):
-    pidfile = tmp_path / "pid"
-    silent = [sys.executable, "-c", f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"]
+def _running_with(marker: str) -> list[str]:
+    """PIDs of live processes whose command line holds marker."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+@pytest.mark.parametrize("harness", ["tests", "bench"])
+def test_a_server_that_never_answers_is_killed_not_leaked(tmp_path, harness):
+    started = tmp_path / "started"
+    marker = f"never-answers:{tmp_path}"
+    silent = [sys.executable, "-c", f"open({str(started)!r}, 'w'); import time; time.sleep(60)", marker]
     with pytest.raises(RuntimeError, match="did not start"):
-        ServerProcess(silent, free_port(), str(tmp_path), "silent", ready_timeout=1.0)
-    pid = int(pidfile.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # killed and reaped by the harness
+        if harness == "tests":
+            ServerProcess(silent, free_port(), str(tmp_path), "silent", ready_timeout=3.0)
+        else:
+            BenchServer("silent", silent, free_port(), str(tmp_path), ready_timeout=3.0)
+    assert started.exists()  # it did run
+    assert _running_with(marker) == []  # and was killed and reaped
