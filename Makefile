@@ -6,6 +6,9 @@ PY     := $(VENV)/bin/python
 PORT   ?= 6379
 DATA   ?= ./data
 FSYNC  ?= everysec
+# make test's worker processes (pytest-xdist, one test module per worker at a time, so each module
+# keeps its own servers); JOBS=0 runs the suite in one process
+JOBS   ?= 2
 
 .PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo fuzz
 
@@ -33,7 +36,7 @@ run: install  # durable by default: an AOF in $(DATA), fsynced every second (mak
 
 test: install-dev
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install-dev
 	$(PY) -m ruff check .
