@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -131,6 +131,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def spawn_ready(argv: list[str], log, cwd: Path, wait_ready: Callable[[subprocess.Popen], None]) -> subprocess.Popen:
+    """argv started with its output in log, returned once wait_ready(process) returns.
+
+    If wait_ready raises, the process is killed and reaped and log closed before the error goes on:
+    the caller never got a handle, so the process must not outlive the failure (the benchmarks' and
+    the tests' harnesses both start servers this way)."""
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+    try:
+        wait_ready(proc)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        log.close()
+        raise
+    return proc
+
+
 class Server:
     """A server process the benchmark started on a free loopback port."""
 
@@ -141,21 +158,14 @@ class Server:
         self.log_path = os.path.join(workdir, f"{kind}.log")
         self._log = open(self.log_path, "wb")
         started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
+        self.proc = spawn_ready(argv, self._log, cwd, lambda proc: self._wait_ready(proc, ready_timeout))
         self.pid = self.proc.pid
-        try:
-            self._wait_ready(ready_timeout)
-        except BaseException:  # the caller gets no handle: the process must not outlive the failure
-            self.proc.kill()
-            self.proc.wait()
-            self._log.close()
-            raise
         self.ready_seconds = time.perf_counter() - started  # start until the first PONG (data loading included)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, proc: subprocess.Popen, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} exited at start: {self.read_log()}")
             try:
                 with RawConnection(self.port, timeout=5) as conn:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import hiredis
 
-from tests.servers import free_port
+from bench.harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRIES = 10_000_000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.resources
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,13 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from bench.harness import free_port, spawn_ready
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServerProcess:
@@ -32,19 +27,12 @@ class ServerProcess:
         self.dir = workdir
         self.name = name
         self.log = open(os.path.join(workdir, f"{name}.log"), "wb")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-        try:
-            self._wait_ready(ready_timeout)
-        except BaseException:  # no handle reaches the caller: the process must not outlive the failure
-            self.proc.kill()
-            self.proc.wait()
-            self.log.close()
-            raise
+        self.proc = spawn_ready(argv, self.log, ROOT, lambda proc: self._wait_ready(proc, ready_timeout))
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, proc: subprocess.Popen, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited: {self.read_log()}")
             try:
                 with redis.Redis(port=self.port, socket_timeout=1) as client:

@@ -23,11 +23,12 @@ def _running_with(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(60)  # a harness that waits for the process instead of killing it hangs here for an hour
 @pytest.mark.parametrize("harness", ["tests", "bench"])
 def test_a_server_that_never_answers_is_killed_not_leaked(tmp_path, harness):
     started = tmp_path / "started"
     marker = f"never-answers:{tmp_path}"
-    silent = [sys.executable, "-c", f"open({str(started)!r}, 'w'); import time; time.sleep(60)", marker]
+    silent = [sys.executable, "-c", f"open({str(started)!r}, 'w'); import time; time.sleep(3600)", marker]
     with pytest.raises(RuntimeError, match="did not start"):
         if harness == "tests":
             ServerProcess(silent, free_port(), str(tmp_path), "silent", ready_timeout=3.0)
