@@ -35,6 +35,12 @@ class Block:
     wake_at: int | None = None
     wake_timer: object = None
 
+    def timeout_reply(self):
+        """The reply when the wait ends without attempt() succeeding (timeout, CLIENT UNBLOCK, MULTI):
+        on_timeout itself, or what it returns when callable (WAIT counts the replicas at that moment)."""
+        reply = self.on_timeout
+        return reply() if callable(reply) else reply
+
 
 class BlockingManager:
     """Waiters per (db, key), FIFO, plus the set of keys touched since the last serve.

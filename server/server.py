@@ -527,7 +527,7 @@ class Server:
         if client.multi is not None or client.in_exec or client.loading:
             result = block.attempt()
             if result is None:
-                reply = block.on_timeout() if callable(block.on_timeout) else block.on_timeout
+                reply = block.timeout_reply()
                 result = (reply, []) if cmd.write else reply
             if cmd.write:
                 reply, effects = result
@@ -566,8 +566,7 @@ class Server:
 
     def timeout_block(self, block: Block) -> None:
         block.timer = None
-        reply = block.on_timeout
-        self.unblock(block, reply() if callable(reply) else reply)
+        self.unblock(block, block.timeout_reply())
 
     def unblock(self, block: Block, reply) -> None:
         self.blocking.unpark(block)

@@ -7,10 +7,11 @@ module, and Millrace has no modules)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
-from tests.rawclient import RawConn
+from tests.rawclient import RawConn, encode_command
 
 
 @pytest.fixture
@@ -31,6 +32,27 @@ def same(pair, *args):
 
 
 SEQUENCES = {
+    "failover": [  # no replica here: Redis's checks in its order (ABORT only alone)
+        ("FAILOVER", "ABORT"),
+        ("FAILOVER", "abort", "TIMEOUT", "1"),
+        ("FAILOVER", "TO", "127.0.0.1", "1", "ABORT"),
+        ("FAILOVER", "TIMEOUT", "0"),
+        ("FAILOVER", "TIMEOUT", "x"),
+        ("FAILOVER", "TIMEOUT", "5", "TIMEOUT", "6"),
+        ("FAILOVER", "TO", "h"),
+        ("FAILOVER", "TO", "h", "p"),
+        ("FAILOVER", "FORCE"),
+        ("FAILOVER", "FORCE", "FORCE"),
+        ("FAILOVER",),
+    ],
+    "client kill maxage": [  # a refused filter kills nobody (MAXAGE 0 used to match every client)
+        ("CLIENT", "KILL", "MAXAGE", "0"),
+        ("CLIENT", "KILL", "MAXAGE", "-1"),
+        ("CLIENT", "KILL", "MAXAGE", "x"),
+        ("CLIENT", "KILL", "MAXAGE", "99999999999999999999"),
+        ("CLIENT", "KILL", "MAXAGE", "100000"),
+        ("CLIENT", "KILL", "ID", "0", "MAXAGE", "0"),
+    ],
     "unknown": [
         ("NOSUCH",),
         ("nosuch", "a", "b"),
@@ -524,3 +546,24 @@ def test_the_oracle_is_redis_8_2_3(pair):
     """The masks in the differential tests name 8.2.3's behaviour: a different oracle must be noticed."""
     info = pair[1].call("INFO", "server").decode()
     assert "\r\nredis_version:8.2.3\r\n" in info
+
+
+@pytest.mark.parametrize("wait", [("WAIT", "1", "0"), ("WAITAOF", "0", "1", "0")])
+@pytest.mark.parametrize("reason", [(), ("TIMEOUT",), ("ERROR",)])
+def test_client_unblock_releases_wait(server, oracle_server, wait, reason):
+    """CLIENT UNBLOCK of a client in WAIT/WAITAOF (no replica: it waits for ever) answers what the
+    deadline would: the count then, as Redis (it used to drop the unblocker's connection)."""
+    outcomes = []
+    for port in (server.port, oracle_server.port):
+        waiter, other = RawConn(port), RawConn(port)
+        client_id = waiter.call("CLIENT", "ID")
+        waiter.send(encode_command(*wait))
+        deadline = time.monotonic() + 5
+        while other.call("CLIENT", "LIST", "ID", client_id).find(b"flags=b") < 0:  # parked
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        outcomes.append((other.call("CLIENT", "UNBLOCK", client_id, *reason), waiter.read(), waiter.call("PING")))
+        waiter.close()
+        other.close()
+    assert repr(outcomes[0]) == repr(outcomes[1])
+    assert outcomes[0][0] == 1 and outcomes[0][2] == b"PONG"

@@ -194,8 +194,11 @@ def client_kill(ctx, argv):
             else:
                 raise ReplyError(SYNTAX)
         elif option == b"maxage":
-            age = to_int(value)
-            filters.append(lambda c, a=age: time.time() - c.created >= a)
+            age = to_int(value, "ERR maxage is not an integer or out of range")
+            if age <= 0:
+                raise ReplyError("ERR maxage should be greater than 0")
+            # whole seconds on both sides, as Redis's ctime and unixtime
+            filters.append(lambda c, a=age: int(time.time()) - int(c.created) >= a)
         else:
             raise ReplyError(SYNTAX)
         index += 2
@@ -277,7 +280,7 @@ def client_unblock(ctx, argv):
     if as_error:
         server.unblock(block, server.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
     else:
-        server.unblock(block, block.on_timeout)
+        server.unblock(block, block.timeout_reply())
     return 1
 
 

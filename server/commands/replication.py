@@ -186,24 +186,30 @@ def role(ctx, argv):
 
 @command("failover", -1, "admin noscript stale", group="server", summary="Starts a coordinated failover from a server to one of its replicas.", since="6.2.0")
 def failover(ctx, argv):
-    """FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: pause writes, let a replica catch up, swap roles."""
+    """FAILOVER [TO host port [FORCE]] [TIMEOUT ms] | FAILOVER ABORT: pause writes, let a replica catch up, swap roles.
+
+    Checks in Redis's order (failoverCommand), so the same wrong call gets the same error."""
     server = ctx.server
     replication = _replication(ctx)
+    if server.config["cluster-enabled"]:
+        raise ReplyError("ERR FAILOVER not allowed in cluster mode.")
+    if len(argv) == 2 and argv[1].lower() == b"abort":  # ABORT only alone: with anything else a syntax error
+        if replication.failover is None:
+            raise ReplyError("ERR No failover in progress.")
+        replication.abort_failover()
+        return OK
     host = port = None
-    force = abort = False
+    force = False
     timeout = 0
     index = 1
     while index < len(argv):
         option = argv[index].lower()
         if option == b"to" and index + 2 < len(argv) and host is None:
-            host = argv[index + 1].decode(errors="replace")
             port = to_int(argv[index + 2])
+            host = argv[index + 1].decode(errors="replace")
             index += 3
         elif option == b"force" and not force:
             force = True
-            index += 1
-        elif option == b"abort" and not abort:
-            abort = True
             index += 1
         elif option == b"timeout" and index + 1 < len(argv) and not timeout:
             timeout = to_int(argv[index + 1])
@@ -212,29 +218,24 @@ def failover(ctx, argv):
             index += 2
         else:
             raise ReplyError("ERR syntax error")
-    if abort:
-        if host is not None or force or timeout:
-            raise ReplyError("ERR FAILOVER abort is not compatible with other arguments")
-        if replication.failover is None:
-            raise ReplyError("ERR FAILOVER is not in progress.")
-        replication.abort_failover()
-        return OK
-    if replication.master is not None:
-        raise ReplyError("ERR FAILOVER is not valid when server is a replica.")
-    if server.config["cluster-enabled"]:
-        raise ReplyError("ERR FAILOVER not allowed in cluster mode.")
-    online = [link for link in replication.replicas if link.state == "online"]
-    if not online:
-        raise ReplyError("ERR FAILOVER requires connected replicas.")
     if replication.failover is not None:
         raise ReplyError("ERR FAILOVER already in progress.")
+    if replication.master is not None:
+        raise ReplyError("ERR FAILOVER is not valid when server is a replica.")
+    if not replication.replicas:
+        raise ReplyError("ERR FAILOVER requires connected replicas.")
     if force and (not timeout or host is None):
         raise ReplyError("ERR FAILOVER with force option requires both a timeout and target HOST and IP.")
+    online = [link for link in replication.replicas if link.state == "online"]
     if host is not None:
-        target = next((link for link in online if link.addr == host and link.port == port), None)
+        target = next((link for link in replication.replicas if link.addr == host and link.port == port), None)
         if target is None:
             raise ReplyError("ERR FAILOVER target HOST and PORT is not a replica.")
-    else:
+        if target.state != "online":
+            raise ReplyError("ERR FAILOVER target replica is not online.")
+    elif online:
         target = max(online, key=lambda link: link.ack_offset)
+    else:  # every replica still in its handshake (Redis would wait for one to catch up)
+        raise ReplyError("ERR FAILOVER requires connected replicas.")
     replication.start_failover(target, target.addr, target.port, time.time() + timeout / 1000 if timeout else None, force)
     return OK
