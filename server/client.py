@@ -56,7 +56,7 @@ class Client(asyncio.Protocol):
         "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip",
-        "channels", "patterns", "subscribed", "obuf_soft_since",
+        "channels", "patterns", "subscribed", "obuf_soft_since", "pushes",
     )
 
     def __init__(self, server: Server) -> None:
@@ -82,6 +82,7 @@ class Client(asyncio.Protocol):
         self.blocked = None  # the Block this client waits on
         self.pending: deque[list[bytes]] = deque()  # commands read while blocked
         self.reply_mode = ON  # CLIENT REPLY ON / OFF / SKIP
+        self.pushes: list[bytes] | None = None  # pushes for this client while its command runs: sent after its reply
         self.close_after_reply = False
         self.monitor = False
         self.paused = False
@@ -255,6 +256,13 @@ class Client(asyncio.Protocol):
         the commands before it: it is answered and the connection closed.
         """
         server = self.server
+        caller, server.caller = server.caller, self  # pushes to this client wait for the reply they follow
+        try:
+            self._run(commands, server)
+        finally:
+            server.caller = caller
+
+    def _run(self, commands: list, server) -> None:
         execute, call, lookup = server.execute, server.call, server.commands.get
         out: list[bytes] = []
         remaining = iter(commands)
@@ -302,6 +310,9 @@ class Client(asyncio.Protocol):
                 self.skip_reply()
             if server.blocking.ready:
                 server.serve_ready()
+            if self.pushes:  # what this command published to its own client, after its reply (Redis 7.2+)
+                out += self.pushes
+                self.pushes = None
             if self.close_after_reply:
                 break
             if not self.authenticated and self.unauthenticated_over(out):
@@ -312,6 +323,9 @@ class Client(asyncio.Protocol):
                     self.continue_later()
                 break
         self.last_command = argv
+        if self.pushes:  # (a command that blocked, or one stopped by a protocol error)
+            out += self.pushes
+            self.pushes = None
         if out and self.transport is not None:
             if self.output:
                 self.output += out

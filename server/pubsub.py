@@ -155,11 +155,17 @@ class PubSub:
         once this turn's replies are written (Redis checks at each reply: here a turn may overshoot)."""
         to_check = self.to_check
         limited = self.output_limits[0] or self.output_limits[1]
+        caller = self.server.caller
         for client in subscribers:
             if client.transport is None:
                 continue
             data = forms[client.resp == 3]
-            if client.output:
+            if client is caller:  # its own PUBLISH (or write's event): after the command's reply, as Redis
+                if client.pushes is None:
+                    client.pushes = [data]
+                else:
+                    client.pushes.append(data)
+            elif client.output:
                 client.output.append(data)
             else:
                 client.send([data])

@@ -63,7 +63,7 @@ class Server:
         "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
-        "refusing", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
+        "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
     )
 
@@ -128,6 +128,7 @@ class Server:
         self.replid = self.run_id[:40]  # the replication ID and offset a snapshot records
         self.master_repl_offset = 0
         self.replication = None  # server.replication.Replication, installed by the command line
+        self.caller = None  # the client whose commands Client.run is running (PubSub defers its pushes)
         self.pubsub = PubSub(self)  # channel and pattern subscriptions, keyspace notifications
         self.latency = LatencyMonitor()  # LATENCY's spike events (latency-monitor-threshold)
         self.latency_tracking = self.config["latency-tracking"]  # per-command histograms for INFO latencystats

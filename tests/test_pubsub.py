@@ -351,3 +351,64 @@ def test_pathological_pattern_and_a_subscriber_gone_mid_message(server):
     info = publisher.call("INFO", "clients").decode()
     assert "pubsub_clients:0" in info
     publisher.close()
+
+
+def _pipelined(port: int, resp: int, commands: list[tuple]) -> bytes:
+    """What one connection receives for commands sent in one write (up to the final ECHO done)."""
+    conn = RawConn(port)
+    try:
+        if resp == 3:
+            conn.call("HELLO", "3")
+        conn.send(b"".join(encode_command(*cmd) for cmd in [*commands, ("ECHO", "done")]))
+        return conn.read_raw(until=b"$4\r\ndone\r\n")
+    finally:
+        conn.close()
+
+
+SELF_PUBLISH = [
+    ("SUBSCRIBE", "self"),
+    ("PUBLISH", "self", "mine"),  # the reply first, then the push (Redis 7.2+)
+    ("PING",),
+    ("PSUBSCRIBE", "sel*"),
+    ("PUBLISH", "self", "both"),
+    ("MULTI",),
+    ("PUBLISH", "self", "m1"),
+    ("PUBLISH", "self", "m2"),
+    ("EXEC",),  # EXEC's whole reply, then the pushes
+    ("CONFIG", "SET", "notify-keyspace-events", "KEA"),
+    ("SUBSCRIBE", "__keyspace@0__:selfk"),
+    ("SET", "selfk", "v"),  # a keyspace event to the writer itself: after the reply too
+    ("CONFIG", "SET", "notify-keyspace-events", ""),
+    ("UNSUBSCRIBE", "self", "__keyspace@0__:selfk"),
+    ("PUNSUBSCRIBE", "sel*"),
+]
+
+
+def test_resp3_own_pushes_follow_the_reply(both):
+    """A client's own PUBLISH (or write event) reaches it after the command's reply, and after EXEC's."""
+    ours, theirs = (_pipelined(port, 3, SELF_PUBLISH) for port in both)
+    assert ours == theirs
+    assert b":1\r\n>3\r\n$7\r\nmessage" in ours
+
+
+REPLY_MODES = [
+    ("CLIENT", "REPLY", "OFF"),
+    ("SUBSCRIBE", "c"),  # confirmations are pushes: REPLY OFF does not silence them
+    ("UNSUBSCRIBE", "c"),
+    ("PSUBSCRIBE", "p"),
+    ("PUNSUBSCRIBE", "p"),
+    ("UNSUBSCRIBE",),
+    ("PING",),
+    ("CLIENT", "REPLY", "ON"),
+    ("CLIENT", "REPLY", "SKIP"),
+    ("SUBSCRIBE", "d"),  # SKIP is spent on it, the confirmation still sent
+    ("PING",),
+    ("UNSUBSCRIBE", "d"),
+]
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_client_reply_off_and_skip_keep_subscription_confirmations(both, resp):
+    ours, theirs = (_pipelined(port, resp, REPLY_MODES) for port in both)
+    assert ours == theirs
+    assert ours.count(b"subscribe\r\n") == 7

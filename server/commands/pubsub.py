@@ -12,6 +12,7 @@ from __future__ import annotations
 from protocol.errors import ReplyError, arg_text
 from protocol.reply import Push, Raw
 
+from ..client import ON
 from ..command import command, container
 from .args import help_reply
 
@@ -19,6 +20,15 @@ from .args import help_reply
 def _confirm(ctx, out: list[bytes], kind: bytes, name: bytes | None) -> None:
     """One confirmation: [kind, channel or pattern, the client's subscription count]."""
     ctx.encode(Push([kind, name, len(ctx.channels) + len(ctx.patterns)]), out)
+
+
+def _confirmations(ctx, out: list[bytes]):
+    """The reply; under CLIENT REPLY OFF or SKIP still sent, in the dropped reply's place: Redis
+    writes confirmations as pushes, which those modes do not silence."""
+    if ctx.reply_mode is ON:
+        return Raw(b"".join(out))
+    ctx.pushes = out if ctx.pushes is None else ctx.pushes + out
+    return None
 
 
 def _check_deny(ctx, name: str) -> None:
@@ -37,7 +47,7 @@ def subscribe(ctx, argv):
     for channel in argv[1:]:
         pubsub.subscribe(ctx, channel)
         _confirm(ctx, out, b"subscribe", channel)
-    return Raw(b"".join(out))
+    return _confirmations(ctx, out)
 
 
 @command("psubscribe", -2, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
@@ -50,7 +60,7 @@ def psubscribe(ctx, argv):
     for pattern in argv[1:]:
         pubsub.psubscribe(ctx, pattern)
         _confirm(ctx, out, b"psubscribe", pattern)
-    return Raw(b"".join(out))
+    return _confirmations(ctx, out)
 
 
 @command("unsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
@@ -65,7 +75,7 @@ def unsubscribe(ctx, argv):
         _confirm(ctx, out, b"unsubscribe", channel)
     if not channels:
         _confirm(ctx, out, b"unsubscribe", None)
-    return Raw(b"".join(out))
+    return _confirmations(ctx, out)
 
 
 @command("punsubscribe", -1, "pubsub noscript loading stale", group="pubsub", since="2.0.0",
@@ -80,7 +90,7 @@ def punsubscribe(ctx, argv):
         _confirm(ctx, out, b"punsubscribe", pattern)
     if not patterns:
         _confirm(ctx, out, b"punsubscribe", None)
-    return Raw(b"".join(out))
+    return _confirmations(ctx, out)
 
 
 @command("publish", 3, "pubsub loading stale fast", group="pubsub", since="2.0.0",
