@@ -186,9 +186,10 @@ def role(ctx, argv):
 
 @command("failover", -1, "admin noscript stale", group="server", summary="Starts a coordinated failover from a server to one of its replicas.", since="6.2.0")
 def failover(ctx, argv):
-    """FAILOVER [TO host port [FORCE]] [TIMEOUT ms] | FAILOVER ABORT: pause writes, let a replica catch up, swap roles.
+    """FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: pause writes, let a replica catch up, swap roles.
 
-    Checks in Redis's order (failoverCommand), so the same wrong call gets the same error."""
+    ABORT only alone (with anything else a syntax error); checks in Redis's order (failoverCommand), so
+    the same wrong call gets the same error."""
     server = ctx.server
     replication = _replication(ctx)
     if server.config["cluster-enabled"]:
