@@ -11,6 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .blocking import Block
+from .command import Command
+
+# Redis's commands flagged MAY_REPLICATE (src/commands/*.json): a WRITE pause holds them as it holds writes.
+# COMMAND INFO does not show the flag in Redis 8, so it is kept here, not among a Command's flags.
+# Of these Millrace implements PUBLISH.
+MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount", "eval", "evalsha", "fcall", "script|load", "script|flush"})
+
+
+def may_replicate(cmd: Command) -> bool:
+    """Held by a WRITE pause: Redis's `cmd->flags & (CMD_WRITE | CMD_MAY_REPLICATE)`."""
+    return cmd.write or cmd.name in MAY_REPLICATE
 
 
 def _postponed() -> None:
@@ -27,10 +38,10 @@ class Pause:
     def applies(self, client, cmd) -> bool:
         if not self.write_only:
             return True
-        if cmd.write or "may-replicate" in cmd.flags:
+        if may_replicate(cmd):
             return True
         if cmd.name == "exec" and client.multi:
-            return any(queued.write or "may-replicate" in queued.flags for queued, _ in client.multi)
+            return any(may_replicate(queued) for queued, _ in client.multi)
         return False
 
 
@@ -68,7 +79,14 @@ def pause(server, write_only: bool, end_ms: int) -> None:
 
 
 def unpause(server) -> None:
-    """End the pause: run each postponed command, in the order they arrived."""
+    """End the pause: release the postponed clients in the order they were held.
+
+    As Redis's processUnblockedClients, each released client runs its postponed command and then
+    what it sent after it (a command held again, or one that blocks, stops it) before the next
+    client: Client.run serves the clients blocked on keys after each command, so a reader sees each
+    released write, not only the state after all of them. A client whose slice runs out goes on
+    later (continue_later), as at any other time.
+    """
     state = server.pause
     if state is None:
         return
@@ -82,10 +100,5 @@ def unpause(server) -> None:
             continue
         server.blocking.unpark(block)
         client.blocked = None
-        reply = server.execute(client, argv)
-        from .server import BLOCKED
-
-        if reply is not BLOCKED:
-            client.resume(reply)
-    if server.blocking.ready:  # the postponed writes may wake readers: not at the next command or tick
-        server.serve_ready()
+        client.pending.appendleft(argv)  # first in line: what the client sent meanwhile is behind it
+        client.run_pending()
