@@ -578,6 +578,8 @@ def test_command_info_and_docs(server):
     assert info[8][0][:2] == [b"flags", [b"RW", b"update"]]
     docs = {docs[i]: as_map(docs[i + 1]) for i in range(0, len(docs), 2)}
     assert docs[b"xnack"][b"since"] == b"8.8.0" and docs[b"xnack"][b"group"] == b"stream"
+    # redis.io's xnack page (generated from Redis's command JSON)
+    assert docs[b"xnack"][b"summary"] == b"Releases pending messages back to the group's PEL without acknowledging them, making them available for re-delivery."
     arguments = [as_map(a) for a in docs[b"xnack"][b"arguments"]]
     assert [(a[b"name"], a[b"type"], a.get(b"token"), a.get(b"flags")) for a in arguments] == [
         (b"key", b"key", None, None), (b"group", b"string", None, None), (b"mode", b"oneof", None, None),

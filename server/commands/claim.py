@@ -210,7 +210,7 @@ def _nack_effect(key: bytes, group_name: bytes, ids: list[int], delivery_count: 
 
 @command(
     "xnack", -7, "write fast", keys=(1, 1, 1), group="stream", since="8.8.0",
-    summary="Releases pending messages of a consumer group back to it, to be claimed again (negative acknowledgement).",
+    summary="Releases pending messages back to the group's PEL without acknowledging them, making them available for re-delivery.",
     complexity="O(1) for each message ID processed.",
 )  # fmt: skip
 def xnack(ctx, argv):
