@@ -325,6 +325,29 @@ def test_bgsave_schedule_waits_for_a_rewrite(tmp_path):
         proc.stop()
 
 
+def test_bgsave_and_bgrewriteaof_inside_exec_are_scheduled(oracle_server, tmp_path):
+    """Redis never forks inside EXEC: both answer "scheduled" there, and the cron then runs them."""
+    proc = start(str(tmp_path), "--save", "")
+    try:
+        replies = []
+        for client in (oracle_server.client(), proc.client()):
+            for name in ("BGREWRITEAOF", "BGSAVE"):
+                client.response_callbacks.pop(name, None)
+            client.set("k", "v")
+            before = client.info("persistence")
+            pipe = client.pipeline(transaction=True)
+            pipe.execute_command("BGSAVE")
+            replies.append(pipe.execute())
+            wait_for(lambda c=client: c.info("persistence")["rdb_saves"] > before["rdb_saves"] and no_child(c), timeout=60)
+            pipe = client.pipeline(transaction=True)
+            pipe.execute_command("BGREWRITEAOF")
+            replies.append(pipe.execute())
+            wait_for(lambda c=client: c.info("persistence")["aof_rewrites"] > before["aof_rewrites"] and no_child(c), timeout=60)
+        assert replies[:2] == replies[2:] == [[b"Background saving scheduled"], [b"Background append only file rewriting scheduled"]]
+    finally:
+        proc.stop()
+
+
 def test_a_killed_child_is_reported(tmp_path):
     proc = start(str(tmp_path), "--save", "")
     try:

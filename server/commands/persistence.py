@@ -38,8 +38,8 @@ def bgsave(ctx, argv):
     child = persistence.child
     if child is not None and child.kind == "rdb":
         raise ReplyError("ERR Background save already in progress")
-    if child is not None:
-        if not schedule:
+    if child is not None or ctx.in_exec:  # Redis never forks inside EXEC: its cron starts it
+        if not schedule and not ctx.in_exec:
             raise ReplyError(
                 "ERR Another child process is active (AOF?): can't BGSAVE right now. "
                 "Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."
@@ -59,7 +59,7 @@ def bgrewriteaof(ctx, argv):
     child = persistence.child
     if child is not None and child.kind == "aof":
         raise ReplyError("ERR Background append only file rewriting already in progress")
-    if child is not None:
+    if child is not None or ctx.in_exec:  # as BGSAVE: never a fork inside EXEC
         persistence.rewrite_scheduled = True
         return Simple(b"Background append only file rewriting scheduled")
     try:
