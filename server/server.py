@@ -172,6 +172,11 @@ class Server:
                 raise ReplyError(f"ERR wrong number of arguments for '{cmd.name}' command")
             if not client.authenticated and "no-auth" not in cmd.flags:
                 raise ReplyError("NOAUTH Authentication required.")
+            if cmd.name == "debug":  # Redis's CMD_PROTECTED check: refused before MULTI can queue it
+                from .commands.server import DEBUG_NOT_ALLOWED, debug_refused
+
+                if debug_refused(client):
+                    raise ReplyError(DEBUG_NOT_ALLOWED)
             if self.refusing and not client.loading:
                 self.refuse(cmd, argv)
             if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:

@@ -45,6 +45,14 @@ SEQUENCES = {
         ("FAILOVER", "FORCE", "FORCE"),
         ("FAILOVER",),
     ],
+    "debug refused in multi": [  # enable-debug-command no: refused before queueing, the transaction aborts
+        ("MULTI",),
+        ("SET", "dbgk", "v"),
+        ("DEBUG", "SLEEP", "0"),
+        ("DEBUG", "FOO"),
+        ("EXEC",),
+        ("GET", "dbgk"),
+    ],
     "client kill maxage": [  # a refused filter kills nobody (MAXAGE 0 used to match every client)
         ("CLIENT", "KILL", "MAXAGE", "0"),
         ("CLIENT", "KILL", "MAXAGE", "-1"),

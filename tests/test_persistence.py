@@ -338,11 +338,11 @@ def test_bgsave_and_bgrewriteaof_inside_exec_are_scheduled(oracle_server, tmp_pa
             pipe = client.pipeline(transaction=True)
             pipe.execute_command("BGSAVE")
             replies.append(pipe.execute())
-            wait_for(lambda c=client: c.info("persistence")["rdb_saves"] > before["rdb_saves"] and no_child(c), timeout=60)
+            wait_for(lambda c=client, b=before: c.info("persistence")["rdb_saves"] > b["rdb_saves"] and no_child(c), timeout=60)
             pipe = client.pipeline(transaction=True)
             pipe.execute_command("BGREWRITEAOF")
             replies.append(pipe.execute())
-            wait_for(lambda c=client: c.info("persistence")["aof_rewrites"] > before["aof_rewrites"] and no_child(c), timeout=60)
+            wait_for(lambda c=client, b=before: c.info("persistence")["aof_rewrites"] > b["aof_rewrites"] and no_child(c), timeout=60)
         assert replies[:2] == replies[2:] == [[b"Background saving scheduled"], [b"Background append only file rewriting scheduled"]]
     finally:
         proc.stop()

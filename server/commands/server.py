@@ -290,11 +290,16 @@ def _local(ctx) -> bool:
     return is_local(ctx.addr.rsplit(":", 1)[0])
 
 
+def debug_refused(ctx) -> bool:
+    """enable-debug-command forbids this client DEBUG (checked before MULTI queues it, as Redis's processCommand)."""
+    allowed = ctx.server.config["enable-debug-command"]
+    return not ctx.loading and (allowed == "no" or (allowed == "local" and not _local(ctx)))
+
+
 @command("debug", -2, "admin noscript loading stale", group="server", summary="A container for debugging commands.", complexity="Depends on subcommand.")
 def debug(ctx, argv):
     """DEBUG subcommand [arg [arg ...]]: the introspection and test hooks that make sense here."""
-    allowed = ctx.server.config["enable-debug-command"]
-    if not ctx.loading and (allowed == "no" or (allowed == "local" and not _local(ctx))):
+    if debug_refused(ctx):
         raise ReplyError(DEBUG_NOT_ALLOWED)
     sub = argv[1].lower()
     argc = len(argv)
