@@ -57,10 +57,11 @@ def drop_references(stream: Stream, entry_ids: list[int]) -> dict[bytes, list[in
     return removed
 
 
-def delete_entries(stream: Stream, entry_ids: list[int], trimming: bool) -> list[int]:
-    """Remove live entries as XDEL does; a trim leaves max-deleted-entry-id where it was."""
+def delete_entries(stream: Stream, entry_ids: list[int], trimming: bool, keep_nodes: bool = False) -> list[int]:
+    """Remove live entries as XDEL does; a trim leaves max-deleted-entry-id where it was (and
+    keeps the node it ends in: `keep_nodes`)."""
     max_deleted = stream.max_deleted_entry_id
-    removed = stream.delete(entry_ids)
+    removed = stream.delete(entry_ids, keep_nodes)
     if trimming:
         stream.max_deleted_entry_id = max_deleted
     return removed
@@ -93,7 +94,9 @@ def trim(
     ones. `~` stops at the first node that is not eligible (before 8.6 it deleted
     nothing at all with these policies); an exact trim goes on entry by entry into
     that node and ends there, as Redis 7's does, even when ACKED skipped entries
-    (checked against Redis 8.2.3).
+    (checked against Redis 8.2.3). Nodes as Redis leaves them: an eligible node
+    left with no live entry goes (also one that had none), the node the walk ends
+    in stays even when emptied (its entries only marked deleted).
     """
     if policy == KEEPREF or not stream.groups:
         return TrimOutcome(stream.trim(maxlen=maxlen, minid=minid, approx=approx, limit=limit))
@@ -101,7 +104,9 @@ def trim(
     horizon = refs.min_last_id if refs is not None else MAX_ID  # every later entry is undelivered somewhere
     by_len = maxlen is not None
     length = stream.length
-    doomed: list[int] = []
+    doomed: list[int] = []  # from eligible nodes: one they empty is removed
+    tail: list[int] = []  # from the node the walk ends in: it stays, emptied or not
+    empty: list = []  # eligible nodes with only tombstones
     visited = 0  # live entries of the nodes walked: what LIMIT caps
     stop = False
     for node in stream.nodes:
@@ -114,17 +119,23 @@ def trim(
         if approx and not eligible:
             break  # `~` removes only from nodes that could go whole
         stop = not eligible  # an exact trim ends in the first node that cannot go whole, as Redis 7's
+        if eligible and not entries:
+            empty.append(node)
+        into = doomed if eligible else tail
         for entry_id in stream.node_ids(node):
             if entry_id > horizon or (length <= maxlen if by_len else entry_id >= minid):
                 stop = True
                 break
             if refs is not None and refs.referenced(entry_id):
                 continue
-            doomed.append(entry_id)
+            into.append(entry_id)
             length -= 1
         visited += entries
-    if not doomed:
+    if empty:
+        stream.drop_empty_nodes(empty)
+    if not doomed and not tail:
         return TrimOutcome()
-    dropped = drop_references(stream, doomed) if policy == DELREF else {}
+    dropped = drop_references(stream, doomed + tail) if policy == DELREF else {}
     delete_entries(stream, doomed, trimming=True)
-    return TrimOutcome(len(doomed), dropped)
+    delete_entries(stream, tail, trimming=True, keep_nodes=True)
+    return TrimOutcome(len(doomed) + len(tail), dropped)

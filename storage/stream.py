@@ -700,8 +700,11 @@ class Stream:
 
     # -- removing ----------------------------------------------------------
 
-    def delete(self, entry_ids: list[int]) -> list[int]:
-        """XDEL: remove the live entries among entry_ids; returns those removed, in order."""
+    def delete(self, entry_ids: list[int], keep_nodes: bool = False) -> list[int]:
+        """XDEL: remove the live entries among entry_ids; returns those removed, in order.
+
+        A node whose last live entry goes is removed, as XDEL removes it; `keep_nodes` keeps it, as
+        the node a trim ends in is kept (Redis marks the entries deleted inside the listpack)."""
         removed: list[int] = []
         dirty: dict[Node, tuple[list[int], list[list]]] = {}
         first_deleted = False
@@ -715,7 +718,7 @@ class Stream:
             j = bisect_left(ids, entry_id)
             if j == len(ids) or ids[j] != entry_id:
                 continue
-            if node.count == 1:
+            if node.count == 1 and not keep_nodes:
                 del nodes[i]
                 del keys[i]
                 dirty.pop(node, None)
@@ -747,6 +750,17 @@ class Stream:
                 if held:
                     group.keyshared.undefer([entry_id for entry_id in removed if entry_id in held])
         return removed
+
+    def drop_empty_nodes(self, gone: list[Node]) -> None:
+        """Remove nodes that hold no live entry (only tombstones): a policy trim's eligible nodes."""
+        doomed = set(gone)
+        keep = [i for i, node in enumerate(self.nodes) if node not in doomed]
+        self.nodes = [self.nodes[i] for i in keep]
+        self.keys = [self.keys[i] for i in keep]
+        for node in gone:
+            _DECODED.pop(node, None)
+            if self.rank is not None:
+                self.rank.removed(node)
 
     @staticmethod
     def _count_tombstones(node: Node, k: int) -> None:

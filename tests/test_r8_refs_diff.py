@@ -151,6 +151,44 @@ def test_random_policy_workloads_match_redis(pair, seed):
             assert state(ours, key) == state(oracle, key), argv
 
 
+# Exact trims whose walk ends in a node left with no live entry (its tombstones reach the threshold), and
+# nodes with only tombstones before it: Redis keeps the node a trim ends in and drops eligible empty ones,
+# under every policy; a later `~` trim sees the difference (nodes of 4)
+NODE_EDGES = {
+    "ends in an emptied node": [
+        ["XADD", "e", "5-0", "f", "v"], ["XADD", "e", "6-0", "f", "v"], ["XGROUP", "CREATE", "e", "g", "$"],
+        ["XDEL", "e", "6-0"], ["XTRIM", "e", "MINID", "5-1", "{P}"],
+    ],
+    "an emptied node before the next": [
+        *[["XADD", "e", f"{i}-0", "f", "v"] for i in range(1, 9)], ["XGROUP", "CREATE", "e", "g", "$"],
+        ["XDEL", "e", "4-0"], ["XTRIM", "e", "MINID", "4-0", "{P}"],
+    ],
+    "an empty node eligible": [
+        *[["XADD", "e", f"{i}-0", "f", "v"] for i in range(5, 10)], ["XGROUP", "CREATE", "e", "g", "$"],
+        ["XDEL", "e", "6-0", "7-0", "8-0"], ["XTRIM", "e", "MINID", "5-1"], ["XADD", "e", "10-0", "f", "v"],
+        ["XTRIM", "e", "MINID", "9-5", "{P}"],
+    ],
+    "an empty node by MAXLEN": [
+        *[["XADD", "e", f"{i}-0", "f", "v"] for i in range(5, 10)], ["XGROUP", "CREATE", "e", "g", "$"],
+        ["XDEL", "e", "6-0", "7-0", "8-0"], ["XTRIM", "e", "MINID", "5-1"], ["XADD", "e", "10-0", "f", "v"],
+        ["XTRIM", "e", "MAXLEN", "1", "{P}"],
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", list(NODE_EDGES))
+def test_trims_leave_the_nodes_redis_leaves(pair, case, policy):
+    ours, oracle = pair
+    steps = [[arg.replace("{P}", policy) for arg in step] for step in NODE_EDGES[case]]
+    steps += [["XADD", "e", f"{ms}-0", "f", "v"] for ms in range(20, 25)] + [["XTRIM", "e", "MAXLEN", "~", "2"]]
+    for argv in steps:
+        assert run(ours, argv) == run(oracle, argv), argv
+        assert state(ours, "e") == state(oracle, "e"), argv
+    for client in (ours, oracle):
+        client.delete("e")
+
+
 ERROR_PROBES = [
     ["XDELEX"], ["XDELEX", "s"], ["XDELEX", "s", "DELREF"], ["XDELEX", "s", "IDS", "1"],
     ["XDELEX", "s", "IDS", "0", "1-0"], ["XDELEX", "s", "IDS", "abc", "1-0"], ["XDELEX", "s", "IDS", "-5", "1-0"],

@@ -183,3 +183,20 @@ def test_xreadgroup_propagates_a_new_consumer_even_when_nothing_is_delivered():
     groups = {key: fresh.keyspace.dbs[0].data[key].groups[b"g"] for key in (b"s", b"s2")}
     assert set(groups[b"s"].consumers) == {b"idle", b"quiet", b"capped"} and set(groups[b"s2"].consumers) == {b"capped"}
     assert dump(fresh) == dump(work.server)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", ["ends in an emptied node", "an emptied node before the next", "an empty node eligible"])
+def test_trims_ending_in_an_emptied_node_replay_to_the_same_nodes(case, policy):
+    """An exact MINID trim that empties the node it ends in keeps it: the effect states the MINID, as the
+    length it reached would, replayed, drop that node (tests/test_r8_refs_diff.py has the cases against Redis)."""
+    from tests.test_r8_refs_diff import NODE_EDGES
+
+    work = Workload(0)
+    for step in NODE_EDGES[case]:
+        work.run(*[arg.replace("{P}", policy).encode() for arg in step])
+    for ms in range(20, 25):
+        work.run(b"XADD", b"e", b"%d-0" % ms, b"f", b"v")
+    fresh = replay(work.batches, work.server.now, transactions=False)
+    assert layout(fresh) == layout(work.server)
+    assert dump(fresh) == dump(work.server)

@@ -146,12 +146,16 @@ def xackdel(ctx, argv):
     return _codes(entry_ids, set(), kept, acked), effects
 
 
-def trim_effects(name: bytes, key: bytes, stream: Stream, policy: bytes, outcome: TrimOutcome, tail: list[bytes]) -> list[list[bytes]]:
+def trim_effects(
+    name: bytes, key: bytes, stream: Stream, policy: bytes, outcome: TrimOutcome, tail: list[bytes], minid: int | None = None
+) -> list[list[bytes]]:
     """The effects of a trim that deleted entries: XADD/XTRIM at the exact length reached, plus DELREF's XACKs.
 
-    tail: what follows the trim options (XADD's ID and fields).
+    tail: what follows the trim options (XADD's ID and fields). minid: an exact MINID trim's threshold,
+    kept as it was: the length it reached would, replayed, also remove a node whose live entries all
+    went but whose tombstones reach the threshold, which MINID keeps (as Redis).
     """
-    threshold = [b"MAXLEN", b"=", b"%d" % stream.length]
+    threshold = [b"MAXLEN", b"=", b"%d" % stream.length] if minid is None else [b"MINID", b"=", format_id(minid)]
     if policy == ACKED and stream.groups:
         head = [name, key, ACKED, *threshold] if name == b"XADD" else [name, key, *threshold, ACKED]
     else:

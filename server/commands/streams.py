@@ -133,6 +133,10 @@ class TrimArgs:
         self.idmp_pid: bytes | None = None  # IDMP pid iid / IDMPAUTO pid (iid None): see idmp.py
         self.idmp_iid: bytes | None = None
 
+    def exact_minid(self) -> int | None:
+        """An exact MINID trim's threshold (what its effect states), else None."""
+        return self.minid if self.strategy == b"minid" and not self.approx else None
+
     def trim(self, stream: Stream) -> TrimOutcome:
         if self.strategy is None:
             return TrimOutcome()
@@ -316,7 +320,7 @@ def xadd(ctx, argv):
     if args.strategy is not None:
         outcome = args.trim(stream)
         if outcome.deleted:
-            effects = trim_effects(b"XADD", key, stream, args.policy, outcome, [reply, *fields])
+            effects = trim_effects(b"XADD", key, stream, args.policy, outcome, [reply, *fields], args.exact_minid())
     if idempotent is not None:
         effects = idempotent.finish(ctx, stream, reply, effects)
     return reply, effects
@@ -336,7 +340,7 @@ def xtrim(ctx, argv):
     outcome = args.trim(stream)
     if not outcome.deleted:
         return 0, []
-    return outcome.deleted, trim_effects(b"XTRIM", argv[1], stream, args.policy, outcome, [])
+    return outcome.deleted, trim_effects(b"XTRIM", argv[1], stream, args.policy, outcome, [], args.exact_minid())
 
 
 # -- reading ranges -----------------------------------------------------------------
