@@ -26,19 +26,20 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "GENERAL": (
         "daemonize", "supervised", "pidfile", "loglevel", "logfile", "syslog-enabled", "syslog-ident", "syslog-facility",
         "crash-log-enabled", "crash-memcheck-enabled", "databases", "always-show-logo", "set-proc-title", "proc-title-template",
+        "locale-collate", "hide-user-data-from-log",
     ),
     "SNAPSHOTTING": ("save", "stop-writes-on-bgsave-error", "rdbcompression", "rdbchecksum", "sanitize-dump-payload", "dbfilename",
                      "rdb-del-sync-files", "dir"),
     "REPLICATION": (
         "replicaof", "masterauth", "masteruser", "replica-serve-stale-data", "replica-read-only", "repl-diskless-sync",
-        "repl-diskless-sync-delay", "repl-diskless-sync-max-replicas", "repl-diskless-load", "repl-ping-replica-period",
+        "repl-diskless-sync-delay", "repl-diskless-sync-max-replicas", "repl-diskless-load", "replica-full-sync-buffer-limit", "repl-ping-replica-period",
         "repl-timeout", "repl-disable-tcp-nodelay", "repl-backlog-size", "repl-backlog-ttl", "replica-priority",
         "propagation-error-behavior", "replica-ignore-disk-write-errors", "replica-announced", "min-replicas-to-write",
         "min-replicas-max-lag", "replica-announce-ip", "replica-announce-port",
     ),
     "KEYS TRACKING": ("tracking-table-max-keys",),
     "SECURITY": ("acllog-max-len", "aclfile", "requirepass", "acl-pubsub-default"),
-    "CLIENTS": ("maxclients",),
+    "CLIENTS": ("maxclients", "max-new-connections-per-cycle", "max-new-tls-connections-per-cycle"),
     "MEMORY MANAGEMENT": ("maxmemory", "maxmemory-policy", "maxmemory-samples", "maxmemory-eviction-tenacity", "replica-ignore-maxmemory",
                           "active-expire-effort"),
     "LAZY FREEING": ("lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del", "replica-lazy-flush",
@@ -56,7 +57,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "cluster-enabled", "cluster-config-file", "cluster-node-timeout", "cluster-port", "cluster-replica-validity-factor",
         "cluster-migration-barrier", "cluster-allow-replica-migration", "cluster-require-full-coverage", "cluster-replica-no-failover",
         "cluster-allow-reads-when-down", "cluster-allow-pubsubshard-when-down", "cluster-link-sendbuf-limit",
-        "cluster-announce-hostname", "cluster-preferred-endpoint-type",
+        "cluster-announce-hostname", "cluster-announce-human-nodename", "cluster-preferred-endpoint-type",
+        "cluster-slot-stats-enabled", "cluster-compatibility-sample-ratio",
     ),
     "CLUSTER DOCKER/NAT SUPPORT": ("cluster-announce-tls-port", "cluster-announce-ip", "cluster-announce-port", "cluster-announce-bus-port"),
     "SLOW LOG": ("slowlog-log-slower-than", "slowlog-max-len"),
@@ -65,7 +67,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "EVENT NOTIFICATION": ("notify-keyspace-events",),
     "ADVANCED CONFIG": (
         "hash-max-listpack-entries", "hash-max-listpack-value", "list-max-listpack-size", "list-compress-depth",
-        "set-max-intset-entries", "zset-max-listpack-entries", "zset-max-listpack-value", "hll-sparse-max-bytes",
+        "set-max-intset-entries", "set-max-listpack-entries", "set-max-listpack-value", "zset-max-listpack-entries", "zset-max-listpack-value", "hll-sparse-max-bytes",
         "stream-node-max-bytes", "stream-node-max-entries", "stream-idmp-duration", "stream-idmp-maxsize", "activerehashing", "client-output-buffer-limit",
         "client-query-buffer-limit", "maxmemory-clients", "proto-max-bulk-len", "hz", "dynamic-hz",
         "aof-rewrite-incremental-fsync", "rdb-save-incremental-fsync", "lfu-log-factor", "lfu-decay-time",
@@ -73,7 +75,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "ACTIVE DEFRAGMENTATION": (
         "activedefrag", "active-defrag-ignore-bytes", "active-defrag-threshold-lower", "active-defrag-threshold-upper",
         "active-defrag-cycle-min", "active-defrag-cycle-max", "active-defrag-max-scan-fields", "jemalloc-bg-thread",
-        "server_cpulist", "bio_cpulist", "aof_rewrite_cpulist", "bgsave_cpulist", "ignore-warnings",
+        "server-cpulist", "bio-cpulist", "aof-rewrite-cpulist", "bgsave-cpulist", "ignore-warnings",
     ),
 }
 
@@ -102,7 +104,8 @@ OLDER_NAMES = (
     "slaveof", "slave-read-only", "slave-serve-stale-data", "cluster-slave-no-failover", "cluster-slave-validity-factor",
     "hash-max-ziplist-entries", "hash-max-ziplist-value", "list-max-ziplist-size", "min-slaves-max-lag", "min-slaves-to-write",
     "repl-ping-slave-period", "slave-announce-ip", "slave-announce-port", "slave-ignore-maxmemory", "slave-lazy-flush",
-    "slave-priority", "zset-max-ziplist-entries", "zset-max-ziplist-value",
+    "slave-priority", "zset-max-ziplist-entries", "zset-max-ziplist-value", "server_cpulist", "bio_cpulist",
+    "aof_rewrite_cpulist", "bgsave_cpulist",
 )
 
 

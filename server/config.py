@@ -7,6 +7,7 @@ The same table serves the command line (`--port 7000`), the config file
 
 from __future__ import annotations
 
+import locale
 import os
 import re
 from collections.abc import Callable
@@ -115,6 +116,7 @@ class Param:
     default: object
     low: int = 0
     high: int = LLONG_MAX
+    unsigned: bool = False  # Redis's unsigned types: a negative value (or a memory value past LLONG_MAX) is refused first
     choices: tuple[str, ...] = ()
     mutable: bool = True
     alias: str | None = None  # the other name of the same setting (slave-read-only...)
@@ -140,8 +142,8 @@ _param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"),
 _param("appendfilename", "string", "appendonly.aof", mutable=False, normalize=lambda v: _base_name(v, "appendfilename", "filename"))
 _param("appenddirname", "string", "appendonlydir", mutable=False, normalize=lambda v: _base_name(v, "appenddirname", "dirname"))
 _param("databases", "int", 16, low=1, high=INT_MAX, mutable=False)
-_param("maxclients", "int", 10000, low=1, high=UINT_MAX)
-_param("maxmemory", "memory", 0, high=ULLONG_MAX)
+_param("maxclients", "int", 10000, low=1, high=UINT_MAX, unsigned=True)
+_param("maxmemory", "memory", 0, high=ULLONG_MAX, unsigned=True)
 _param(
     "maxmemory-policy",
     "enum",
@@ -160,12 +162,12 @@ _param("save", "save", "3600 1 300 100 60 10000", multi=True)
 _param("appendonly", "bool", False)
 _param("appendfsync", "enum", "everysec", choices=("everysec", "always", "no"))
 _param("stream-node-max-entries", "int", 100, high=LLONG_MAX)
-_param("stream-node-max-bytes", "memory", 4096, high=LONG_MAX)
+_param("stream-node-max-bytes", "memory", 4096, high=LONG_MAX, unsigned=True)
 _param("stream-exact-lag", "bool", False)  # Millrace (issue 23): XINFO GROUPS lag/entries-read exact instead of nil
 _param("stream-idmp-duration", "int", 100, low=1, high=86400)  # seconds an IDMP iid is kept (Redis 8.6)
 _param("stream-idmp-maxsize", "int", 100, low=1, high=10000)  # iids kept per producer (Redis 8.6)
 _param("proto-max-bulk-len", "memory", 512 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
-_param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX)
+_param("client-query-buffer-limit", "memory", 1024 * 1024 * 1024, low=1024 * 1024, high=LONG_MAX, unsigned=True)
 _param("hz", "int", 10, high=INT_MAX, normalize=lambda hz: min(max(hz, 1), 500))  # stored clamped to CONFIG_MIN_HZ..CONFIG_MAX_HZ
 _param("daemonize", "bool", False, mutable=False)
 _param("protected-mode", "bool", True)
@@ -221,6 +223,9 @@ _param("supervised", "enum", "no", choices=("upstart", "systemd", "auto", "no"),
 # SIGINT / SIGTERM act as SHUTDOWN with these flags (server/main.py), as Redis's flags parameters.
 _param("shutdown-on-sigint", "string", "default", multi=True, normalize=lambda v: _shutdown_flags(v))
 _param("shutdown-on-sigterm", "string", "default", multi=True, normalize=lambda v: _shutdown_flags(v))
+# Millrace logs user data (a failed command from the primary with its key): `yes` would not hide it.
+_param("hide-user-data-from-log", "bool", False, normalize=lambda v: _no_hiding(v))
+_param("unixsocketperm", "string", "0", mutable=False, normalize=lambda v: _octal_permissions(v))  # Redis's OCTAL_CONFIG
 
 
 def _output_limits():
@@ -237,60 +242,68 @@ _param(
 
 # Redis parameters Millrace accepts for compatibility (a stock redis.conf loads,
 # CONFIG GET/SET answer) but does not act on. One per line: name, flags
-# (m: several words, i: immutable, b: memory value, -: none), Redis's default.
+# (m: several words, i: immutable, b: memory value, u: Redis's type is unsigned,
+# -: none), Redis's default, and for a number Redis's bounds `low..high` (its
+# config.c table, checked against redis-server 8.2.3's error texts).
 # Kinds follow the default: yes/no is a bool, a number an integer, else text.
 _COMPAT = """
 acl-pubsub-default - resetchannels
 aclfile i ""
-acllog-max-len - 128
-active-defrag-cycle-max - 25
-active-defrag-cycle-min - 1
-active-defrag-ignore-bytes b 104857600
-active-defrag-max-scan-fields - 1000
-active-defrag-threshold-lower - 10
-active-defrag-threshold-upper - 100
-active-expire-effort - 1
+acllog-max-len - 128 0..LLONG_MAX
+active-defrag-cycle-max - 25 1..99
+active-defrag-cycle-min - 1 1..99
+active-defrag-ignore-bytes bu 104857600 1..LLONG_MAX
+active-defrag-max-scan-fields - 1000 1..LLONG_MAX
+active-defrag-threshold-lower - 10 0..1000
+active-defrag-threshold-upper - 100 0..1000
+active-expire-effort - 1 1..10
 activedefrag - no
 always-show-logo i no
 aof-disable-auto-gc - no
 aof-load-truncated - yes
+aof-rewrite-cpulist i ""
 aof-rewrite-incremental-fsync - yes
 aof-timestamp-enabled - no
 aof-use-rdb-preamble - yes
 aof_rewrite_cpulist i ""
-auto-aof-rewrite-min-size b 67108864
-auto-aof-rewrite-percentage - 100
+auto-aof-rewrite-min-size b 67108864 0..LLONG_MAX
+auto-aof-rewrite-percentage - 100 0..INT_MAX
+bgsave-cpulist i ""
 bgsave_cpulist i ""
 bind-source-addr - ""
+bio-cpulist i ""
 bio_cpulist i ""
 cluster-allow-pubsubshard-when-down - yes
 cluster-allow-reads-when-down - no
 cluster-allow-replica-migration - yes
-cluster-announce-bus-port - 0
+cluster-announce-bus-port - 0 0..65535
 cluster-announce-hostname - ""
+cluster-announce-human-nodename - ""
 cluster-announce-ip - ""
-cluster-announce-port - 0
-cluster-announce-tls-port - 0
+cluster-announce-port - 0 0..65535
+cluster-announce-tls-port - 0 0..65535
+cluster-compatibility-sample-ratio - 0 0..100
 cluster-config-file i nodes.conf
-cluster-link-sendbuf-limit b 0
-cluster-migration-barrier - 1
-cluster-node-timeout - 15000
-cluster-port i 0
+cluster-link-sendbuf-limit bu 0 0..LLONG_MAX
+cluster-migration-barrier - 1 0..INT_MAX
+cluster-node-timeout - 15000 0..LLONG_MAX
+cluster-port i 0 0..65535
 cluster-preferred-endpoint-type - ip
 cluster-replica-no-failover - no
-cluster-replica-validity-factor - 10
+cluster-replica-validity-factor - 10 0..INT_MAX
 cluster-require-full-coverage - yes
 cluster-slave-no-failover - no
-cluster-slave-validity-factor - 10
+cluster-slave-validity-factor - 10 0..INT_MAX
+cluster-slot-stats-enabled - no
 crash-log-enabled - yes
 crash-memcheck-enabled - yes
 disable-thp i yes
 enable-module-command i no
-hash-max-listpack-entries - 512
-hash-max-listpack-value b 64
-hash-max-ziplist-entries - 512
-hash-max-ziplist-value b 64
-hll-sparse-max-bytes b 3000
+hash-max-listpack-entries u 512 0..LLONG_MAX
+hash-max-listpack-value bu 64 0..LLONG_MAX
+hash-max-ziplist-entries u 512 0..LLONG_MAX
+hash-max-ziplist-value bu 64 0..LLONG_MAX
+hll-sparse-max-bytes bu 3000 0..LLONG_MAX
 ignore-warnings m ""
 io-threads-do-reads i no
 jemalloc-bg-thread - yes
@@ -298,17 +311,20 @@ lazyfree-lazy-eviction - no
 lazyfree-lazy-expire - no
 lazyfree-lazy-server-del - no
 lazyfree-lazy-user-del - no
-lfu-decay-time - 1
-lfu-log-factor - 10
-list-compress-depth - 0
-list-max-listpack-size - -2
-list-max-ziplist-size - -2
+lfu-decay-time - 1 0..INT_MAX
+lfu-log-factor - 10 0..INT_MAX
+list-compress-depth - 0 0..INT_MAX
+list-max-listpack-size - -2 INT_MIN..INT_MAX
+list-max-ziplist-size - -2 INT_MIN..INT_MAX
+locale-collate - ""
+max-new-connections-per-cycle u 10 1..1000
+max-new-tls-connections-per-cycle u 1 1..1000
 maxmemory-clients b 0
-maxmemory-eviction-tenacity - 10
-min-replicas-max-lag - 10
-min-replicas-to-write - 0
-min-slaves-max-lag - 10
-min-slaves-to-write - 0
+maxmemory-eviction-tenacity - 10 0..100
+min-replicas-max-lag - 10 0..INT_MAX
+min-replicas-to-write - 0 0..INT_MAX
+min-slaves-max-lag - 10 0..INT_MAX
+min-slaves-to-write - 0 0..INT_MAX
 no-appendfsync-on-rewrite - no
 oom-score-adj - no
 oom-score-adj-values m 0 200 800
@@ -318,35 +334,39 @@ rdb-del-sync-files - no
 rdb-save-incremental-fsync - yes
 rdbchecksum i yes
 rdbcompression - yes
-repl-backlog-ttl - 3600
+repl-backlog-ttl - 3600 0..LLONG_MAX
 repl-disable-tcp-nodelay - no
 repl-diskless-load - disabled
 repl-diskless-sync - yes
-repl-diskless-sync-delay - 5
-repl-diskless-sync-max-replicas - 0
-repl-ping-replica-period - 10
-repl-ping-slave-period - 10
-repl-timeout - 60
+repl-diskless-sync-delay - 5 0..INT_MAX
+repl-diskless-sync-max-replicas - 0 0..INT_MAX
+repl-ping-replica-period - 10 1..INT_MAX
+repl-ping-slave-period - 10 1..INT_MAX
+repl-timeout - 60 1..INT_MAX
 replica-announce-ip - ""
-replica-announce-port - 0
+replica-announce-port - 0 0..65535
 replica-announced - yes
+replica-full-sync-buffer-limit b 0 0..LLONG_MAX
 replica-ignore-disk-write-errors - no
 replica-ignore-maxmemory - yes
 replica-lazy-flush - no
-replica-priority - 100
+replica-priority - 100 0..INT_MAX
 sanitize-dump-payload - no
+server-cpulist i ""
 server_cpulist i ""
-set-max-intset-entries - 512
+set-max-intset-entries u 512 0..LLONG_MAX
+set-max-listpack-entries u 128 0..LLONG_MAX
+set-max-listpack-value u 64 0..LLONG_MAX
 set-proc-title i yes
 shutdown-on-sigint - default
 shutdown-on-sigterm - default
-shutdown-timeout - 10
+shutdown-timeout - 10 0..INT_MAX
 slave-announce-ip - ""
-slave-announce-port - 0
+slave-announce-port - 0 0..65535
 slave-ignore-maxmemory - yes
 slave-lazy-flush - no
-slave-priority - 100
-socket-mark-id i 0
+slave-priority - 100 0..INT_MAX
+socket-mark-id iu 0 0..UINT_MAX
 stop-writes-on-bgsave-error - yes
 supervised i no
 syslog-enabled i no
@@ -369,37 +389,73 @@ tls-port i 0
 tls-prefer-server-ciphers - no
 tls-protocols - ""
 tls-replication - no
-tls-session-cache-size - 20480
-tls-session-cache-timeout - 300
+tls-session-cache-size - 20480 0..INT_MAX
+tls-session-cache-timeout - 300 0..INT_MAX
 tls-session-caching - yes
-tracking-table-max-keys - 1000000
+tracking-table-max-keys u 1000000 0..LLONG_MAX
 unixsocket i ""
-unixsocketperm i 0
-zset-max-listpack-entries - 128
-zset-max-listpack-value b 64
-zset-max-ziplist-entries - 128
-zset-max-ziplist-value b 64
+zset-max-listpack-entries u 128 0..LLONG_MAX
+zset-max-listpack-value bu 64 0..LLONG_MAX
+zset-max-ziplist-entries u 128 0..LLONG_MAX
+zset-max-ziplist-value bu 64 0..LLONG_MAX
 """
 
 
+_LIMITS = {"INT_MIN": -(2**31), "INT_MAX": INT_MAX, "UINT_MAX": UINT_MAX, "LLONG_MAX": LLONG_MAX}
+_NUMBER = re.compile(r"(-?[0-9]+) (\S+)\.\.(\S+)")  # a default and Redis's bounds
+
+
+def _bound(word: str) -> int:
+    return _LIMITS[word] if word in _LIMITS else int(word)
+
+
 def _compat_params() -> None:
+    """Declare each _COMPAT line; a number without Redis's bounds is a mistake here, never "anything goes"."""
     for line in _COMPAT.strip().splitlines():
         name, flags, default = line.split(" ", 2)
         default = "" if default == '""' else default
         if name in PARAMS:
             continue  # a parameter Millrace implements is declared above
         multi, mutable = "m" in flags, "i" not in flags
-        if default in ("yes", "no"):
+        if number := _NUMBER.fullmatch(default):
+            kind = "memory" if "b" in flags else "int"
+            low, high = _bound(number[2]), _bound(number[3])
+            _param(name, kind, int(number[1]), low=low, high=high, unsigned="u" in flags, mutable=mutable)
+        elif default in ("yes", "no"):
             _param(name, "bool", default == "yes", mutable=mutable)
-        elif "b" in flags:
-            _param(name, "memory", int(default), high=LLONG_MAX, mutable=mutable)
         elif default.lstrip("-").isdigit() and not multi:
-            _param(name, "int", int(default), low=-LLONG_MAX, high=LLONG_MAX, mutable=mutable)
+            raise AssertionError(f"{name}: a number needs Redis's bounds in _COMPAT")
         else:
             _param(name, "string", default, mutable=mutable, multi=multi)
 
 
 _compat_params()
+# Redis's other names of the same settings (config.c's alias): one value, set or read by either name.
+for _name, _alias in (
+    ("hash-max-listpack-entries", "hash-max-ziplist-entries"),
+    ("hash-max-listpack-value", "hash-max-ziplist-value"),
+    ("zset-max-listpack-entries", "zset-max-ziplist-entries"),
+    ("zset-max-listpack-value", "zset-max-ziplist-value"),
+    ("list-max-listpack-size", "list-max-ziplist-size"),
+    ("min-replicas-max-lag", "min-slaves-max-lag"),
+    ("min-replicas-to-write", "min-slaves-to-write"),
+    ("repl-ping-replica-period", "repl-ping-slave-period"),
+    ("replica-announce-ip", "slave-announce-ip"),
+    ("replica-announce-port", "slave-announce-port"),
+    ("replica-priority", "slave-priority"),
+    ("replica-ignore-maxmemory", "slave-ignore-maxmemory"),
+    ("replica-lazy-flush", "slave-lazy-flush"),
+    ("cluster-replica-no-failover", "cluster-slave-no-failover"),
+    ("cluster-replica-validity-factor", "cluster-slave-validity-factor"),
+    ("server-cpulist", "server_cpulist"),
+    ("bio-cpulist", "bio_cpulist"),
+    ("aof-rewrite-cpulist", "aof_rewrite_cpulist"),
+    ("bgsave-cpulist", "bgsave_cpulist"),
+):
+    PARAMS[_name].alias, PARAMS[_alias].alias = _alias, _name
+# Strings Redis checks although Millrace does not use them.
+PARAMS["proc-title-template"].normalize = lambda v: _proc_title_template(v)
+PARAMS["locale-collate"].normalize = lambda v: _locale_collate(v)
 
 
 def parse_value(param: Param, raw: str) -> object:
@@ -427,6 +483,8 @@ def _parse_kind(param: Param, raw: str) -> object:
             value = int(raw) if _STRING2LL.fullmatch(raw) else None
             if value is None or not -LLONG_MAX - 1 <= value <= LLONG_MAX:
                 raise ConfigError("argument couldn't be parsed into an integer")
+        if param.unsigned and not 0 <= value <= LLONG_MAX:  # as Redis's long long, negative
+            raise ConfigError("argument must be greater or equal to 0")
         if not param.low <= value <= param.high:
             raise ConfigError(f"argument must be between {param.low} and {param.high} inclusive")
         return value
@@ -452,14 +510,15 @@ def _no_supervision(value: str) -> str:
 
 
 def _memory_or_percent(value: str) -> str:
-    """Redis's maxmemory-clients: a memory value (shown in bytes) or a percentage 0..100 (`0%` is 0)."""
-    if value.endswith("%") and value[:-1].isdigit():
-        percent = int(value[:-1])
+    """Redis's maxmemory-clients: a memory value (shown in bytes) or a percentage 0..100 (`0%` is 0);
+    a memory value past LLONG_MAX is, as Redis's long long, a negative number: a percentage."""
+    memory = parse_memory(value)
+    if value.endswith("%") and value[:-1].isdigit() or memory is not None and memory > LLONG_MAX:
+        percent = int(value[:-1]) if memory is None else ULLONG_MAX + 1 - memory
         if percent > 100:
             raise ConfigError("percentage argument must be less or equal to 100")
         return f"{percent}%" if percent else "0"
-    memory = parse_memory(value)
-    if memory is None or memory < 0:
+    if memory is None:
         raise ConfigError("argument must be a memory or percent value")
     return str(memory)
 
@@ -484,6 +543,72 @@ def _shutdown_flags(value: str) -> str:
     if "save" in words and "nosave" in words:
         raise ConfigError("shutdown options SAVE and NOSAVE can't be used simultaneously")
     return " ".join(flag for flag in SHUTDOWN_FLAGS[1:] if flag in words) or "default"
+
+
+def _no_hiding(value: bool) -> bool:
+    if value:
+        raise ConfigError(
+            "hiding user data from the log is not supported by Millrace: hide-user-data-from-log must be no (a failed command from the primary is logged with its key)"
+        )
+    return value
+
+
+_OCTAL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-7]*")  # strtoll(value, &end, 8) reaching the end
+
+
+def _octal_permissions(value: str) -> str:
+    """unixsocketperm: Redis's octal 0..0777, shown in octal."""
+    digits = value.strip(" \t\n\v\f\r")
+    if not _OCTAL.fullmatch(value) or (value and not digits.lstrip("+-")):  # no digits: only "" reaches the end
+        raise ConfigError("argument couldn't be parsed as an octal number")
+    number = int(digits, 8) if digits.lstrip("+-") else 0
+    if number < 0:
+        raise ConfigError("argument must be greater or equal to 0")
+    if number > 0o777:
+        raise ConfigError("argument must be between 0 and 777 inclusive")
+    return format(number, "o")
+
+
+# proc-title-template's variables: those that expand to nothing here make a template of them alone empty.
+_TITLE_VARIABLES = {
+    "title": "",
+    "server-mode": "",
+    "unixsocket": "",
+    "listen-addr": "*",
+    "port": "*",
+    "tls-port": "*",
+    "config-file": "*",
+}
+
+
+def _proc_title_template(value: str) -> str:
+    """Redis's validateProcTitleTemplate: `{name}` of a known variable, `{{` a brace, and not blank once expanded."""
+    expanded, rest = "", value
+    while (start := rest.find("{")) >= 0:
+        expanded, rest = expanded + rest[:start], rest[start + 1 :]
+        if rest.startswith("{"):
+            expanded, rest = expanded + "{", rest[1:]
+            continue
+        end = rest.find("}")
+        if end < 0 or rest[:end] not in _TITLE_VARIABLES:
+            raise ConfigError("template format is invalid or contains unknown variables")
+        expanded, rest = expanded + _TITLE_VARIABLES[rest[:end]], rest[end + 1 :]
+    if not (expanded + rest).strip(" "):
+        raise ConfigError("template format is invalid or contains unknown variables")
+    return value
+
+
+def _locale_collate(value: str) -> str:
+    """Redis applies it (setlocale LC_COLLATE) and refuses a locale the system lacks; Millrace
+    compares no strings by locale, so the name is only tried, and the previous one put back."""
+    previous = locale.setlocale(locale.LC_COLLATE)
+    try:
+        locale.setlocale(locale.LC_COLLATE, value)
+    except locale.Error:
+        raise ConfigError("Invalid locale name") from None
+    finally:
+        locale.setlocale(locale.LC_COLLATE, previous)
+    return value
 
 
 def _no_unixsocket(value: str) -> str:
@@ -516,7 +641,10 @@ class Config:
 
     def __init__(self, overrides: dict[str, str] | None = None, config_file: str | None = None) -> None:
         self.values: dict[str, object] = {name: p.default for name, p in PARAMS.items()}
-        self.stream_node_limits = (self.values["stream-node-max-entries"], self.values["stream-node-max-bytes"])  # for XADD, kept by _store
+        self.stream_node_limits = (
+            self.values["stream-node-max-entries"],
+            self.values["stream-node-max-bytes"],
+        )  # for XADD, kept by _store
         self.listeners: list[Callable[[str, object], None]] = []
         self.config_file = config_file  # absolute path given at startup, for CONFIG REWRITE
         for name, value in (overrides or {}).items():
@@ -561,7 +689,7 @@ class Config:
             param = PARAMS.get(name.lower())
             if param is None:
                 raise ReplyError(f"ERR Unknown option or number of arguments for CONFIG SET - '{name}'")
-            if param.name in seen or (param.alias and param.alias in seen):
+            if param.name in seen:  # Redis 8 takes a name and its alias together, the last one winning
                 raise _invalid(name, "duplicate parameter")
             seen.add(param.name)
             if not param.mutable and not startup:
