@@ -55,7 +55,7 @@ class Client(asyncio.Protocol):
         "server", "transport", "reader", "id", "name", "lib_name", "lib_ver", "db", "resp", "encode",
         "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
-        "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip",
+        "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "subscribed", "obuf_soft_since", "pushes",
     )
 
@@ -98,6 +98,7 @@ class Client(asyncio.Protocol):
         self.replica = None  # the ReplicaLink once this connection is a replica (after PSYNC)
         self.repl_port = 0  # REPLCONF listening-port / ip-address, before PSYNC
         self.repl_ip = ""
+        self.repl_eof = False  # REPLCONF capa eof: it reads a diskless snapshot's `$EOF:<mark>` framing
         self.channels: dict[bytes, None] = {}  # SUBSCRIBEd channels, in order (server.pubsub holds the reverse map)
         self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
         self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run

@@ -58,6 +58,12 @@ def _reply_count(reply, effects: Effects) -> int:
     return reply if type(reply) is int else len(effects)
 
 
+def _counted_by_handler(reply, effects: Effects) -> int:
+    """FLUSHALL/FLUSHDB: the keys removed, which the effect does not say; the handler adds them before
+    FLUSHALL's save (so with save points the count is 0 after it, as Redis 8.2.3)."""
+    return 0
+
+
 def _createconsumer(reply, effects: Effects) -> int:
     return 1 if effects else 0
 
@@ -66,5 +72,6 @@ RULES: dict[str, Callable[[object, Effects], int]] = {
     "del": _per_effect, "unlink": _per_effect, "mset": _per_effect, "msetnx": _per_effect,
     "xack": _per_effect, "xdel": _per_effect, "xclaim": _per_effect, "xautoclaim": _per_effect,
     "xreadgroup": _xreadgroup, "xtrim": _reply_count, "xgroup|createconsumer": _createconsumer,
+    "flushall": _counted_by_handler, "flushdb": _counted_by_handler,
     "xnack": _reply_count,  # one per NACKed ID, as XACK and XCLAIM count theirs (Redis 8.8's own count is not documented)
 }  # fmt: skip

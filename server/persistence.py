@@ -411,7 +411,6 @@ class Persistence:
         server.dirty = 0
         server.lastsave = time.time()
         self.lastbgsave_status = "ok"
-        self.rdb_saves += 1
         self._update_refusal()
         return True
 
@@ -432,6 +431,7 @@ class Persistence:
             snapshot.write(path, keyspace, header)
 
         self._fork("rdb", path, work)
+        self.rdb_saves += 1  # counted when the child starts, as Redis (a SAVE counts too; FLUSHALL's and RELOAD's do not)
         log.info("Background saving started by pid %d", self.child.pid)
 
     def rewrite(self) -> None:
@@ -447,6 +447,7 @@ class Persistence:
             self.aof_new_incr = self._open_incr()
         temp = os.path.join(self.aof_dir, f"temp-rewriteaof-bg-{os.getpid()}.aof")
         self._fork("aof", temp, lambda: self._write_base(temp))
+        self.aof_rewrites += 1  # counted when the child starts, as Redis
         log.info("Background append only file rewriting started by pid %d", self.child.pid)
 
     def _fork(self, kind: str, temp: str, work) -> None:
@@ -491,7 +492,6 @@ class Persistence:
             server.dirty -= child.dirty
             server.lastsave = time.time()
             self.lastbgsave_status = "ok"
-            self.rdb_saves += 1
         else:
             log.warning("Background saving error")
             self.lastbgsave_status = "err"
@@ -535,7 +535,6 @@ class Persistence:
                 aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
         if ok:
             log.info("Background AOF rewrite finished successfully")
-            self.aof_rewrites += 1
             self.aof_rewrite_failures = 0
             self.aof_last_bgrewrite_status = "ok"
             self.aof_waiting_rewrite = False

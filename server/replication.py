@@ -200,7 +200,7 @@ class Replication:
             self.server.loop.call_later(0.001, self._send_snapshot_when_drained, link)
             return
         server = self.server
-        diskless = bool(server.config["repl-diskless-sync"])
+        diskless = bool(server.config["repl-diskless-sync"]) and link.client.repl_eof  # a replica without capa eof: disk
         fd = transport.get_extra_info("socket").fileno()
         dbs = snapshot.keyspace_dbs(server.keyspace)
         path = os.path.join(server.config["dir"], server.config["dbfilename"])

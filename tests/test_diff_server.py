@@ -53,6 +53,16 @@ SEQUENCES = {
         ("EXEC",),
         ("GET", "dbgk"),
     ],
+    "waitaof and psync arguments": [  # no AOF, no replica: only argument errors (a valid PSYNC would start a sync)
+        ("WAITAOF", "2", "0", "10"),
+        ("WAITAOF", "-1", "0", "10"),
+        ("WAITAOF", "0", "-1", "10"),
+        ("WAITAOF", "x", "0", "10"),
+        ("WAITAOF", "0", "0", "-1"),
+        ("WAITAOF", "1", "0", "10"),
+        ("PSYNC", "?", "x"),
+        ("PSYNC", "?", "x", "FAILOVER"),
+    ],
     "client kill maxage": [  # a refused filter kills nobody (MAXAGE 0 used to match every client)
         ("CLIENT", "KILL", "MAXAGE", "0"),
         ("CLIENT", "KILL", "MAXAGE", "-1"),

@@ -295,6 +295,53 @@ def test_flushall_with_save_points_saves_the_empty_dataset(tmp_path):
         proc.stop()
 
 
+def test_flush_and_save_counters_move_as_redis(oracle_server, tmp_path):
+    """FLUSHALL/FLUSHDB count the keys they remove (none: nothing); with save points FLUSHALL's own save
+    leaves the count at 0 and is no `rdb_saves`; SAVE counts one, BGSAVE one as soon as it starts."""
+    proc = start(str(tmp_path))
+    fields = ("rdb_changes_since_last_save", "rdb_saves")
+    seen = []
+    try:
+        for client in (oracle_server.client(), proc.client()):
+            client.flushall()
+            client.config_set("save", "")
+            client.save()
+            steps = []
+
+            def note(client=client, steps=steps):
+                info = client.info("persistence")
+                steps.append(tuple(info[field] for field in fields))
+
+            client.mset({"a": 1, "b": 2, "c": 3})
+            client.flushall()
+            note()
+            client.flushall()
+            client.flushdb()
+            note()
+            client.set("d", 1)
+            client.execute_command("SELECT", 1)  # (redis-py's pool: one connection here)
+            client.set("e", 1)
+            client.flushdb()
+            note()
+            client.config_set("save", "3600 1")
+            client.set("f", 1)
+            client.flushall()
+            note()
+            client.save()
+            note()
+            client.set("g", 1)
+            client.bgsave()
+            note()  # counted when the child starts
+            wait_for(lambda c=client: no_child(c))
+            client.execute_command("SELECT", 0)
+            client.config_set("save", "")
+            client.flushall()
+            seen.append(steps)
+        assert seen[0] == seen[1]
+    finally:
+        proc.stop()
+
+
 def _fill(client, entries: int) -> None:
     pipe = client.pipeline(transaction=False)
     for i in range(entries):

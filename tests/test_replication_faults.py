@@ -77,7 +77,7 @@ def test_an_unknown_command_from_the_primary_means_a_full_resync(tmp_path):
     replica = replica_of(tmp_path, "replica", fake.port)
     try:
         wait_for(lambda: len(fake.psyncs) >= 2)
-        assert fake.psyncs[0] == [b"a" * 40, b"1"] or fake.psyncs[0][0] != b"?"  # first: its own history
+        assert fake.psyncs[0] == [b"?", b"-1"]  # first: a new replica has no history to continue (as Redis's)
         assert fake.psyncs[1] == [b"?", b"-1"]  # then: a full resync, not a continue past the bad command
         log = replica.read_log()
         assert "Bad stream from the master" in log and "NOSUCHCMD" in log
@@ -125,8 +125,39 @@ def test_psync_from_a_client_that_is_not_a_replica_yet(tmp_path):
                 data += conn.recv(65536)
             line, rest = data.split(b"\r\n", 1)
             assert line.startswith(b"+FULLRESYNC ") and line.split()[1].decode() == info(primary.client())["master_replid"]
-            assert rest.startswith(b"$EOF:")  # diskless by default, as Redis 7
+            assert rest.startswith(b"$") and not rest.startswith(b"$EOF:")  # no capa eof: through the disk, `$<length>`
         assert info(primary.client(), "stats")["sync_partial_err"] == 1
+    finally:
+        primary.stop()
+
+
+def test_full_sync_framing_follows_the_replicas_capa(tmp_path):
+    """`$EOF:<mark>` only for a replica that said REPLCONF capa eof; else the snapshot through the disk,
+    as `$<length>` and that many bytes (Redis falls back the same way)."""
+    primary = start(tmp_path, "primary")
+    try:
+        primary.client().set("k", "v")
+        for capa in ([], [b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]):
+            with socket.create_connection(("127.0.0.1", primary.port)) as conn:
+                data = b""
+                if capa:
+                    conn.sendall(aoffile.encode(capa))
+                    while b"\r\n" not in data:
+                        data += conn.recv(65536)
+                    assert data == b"+OK\r\n"
+                    data = b""
+                conn.sendall(aoffile.encode([b"PSYNC", b"?", b"-1"]))
+                while data.count(b"\r\n") < 2:
+                    data += conn.recv(65536)
+                _line, rest = data.split(b"\r\n", 1)
+                header, body = rest.split(b"\r\n", 1)
+                if capa:
+                    assert header.startswith(b"$EOF:")
+                    continue
+                size = int(header[1:])
+                while len(body) < size:
+                    body += conn.recv(65536)
+                assert len(body) >= size > 0
     finally:
         primary.stop()
 

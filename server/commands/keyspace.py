@@ -198,6 +198,7 @@ def flushall(ctx, argv):
     server = ctx.server
     for db in server.keyspace.dbs:
         server.touch_watched_db(db.id)
+    server.dirty += sum(len(db.data) for db in server.keyspace.dbs)  # Redis counts the keys removed (server/dirty.py)
     server.keyspace.flushall()
     if server.persistence is not None and server.config["save"] and not ctx.loading:
         # as Redis: with save points set, the emptied dataset is saved at once, so an old
@@ -212,6 +213,7 @@ def flushdb(ctx, argv):
     """FLUSHDB [ASYNC | SYNC]"""
     _flush_mode(argv)
     ctx.server.touch_watched_db(ctx.db.id)
+    ctx.server.dirty += len(ctx.db.data)  # the keys removed, as FLUSHALL
     ctx.db.flush()
     return OK, [[b"FLUSHDB"]]
 

@@ -22,6 +22,7 @@ def save(ctx, argv):
         raise ReplyError("ERR Background save already in progress")
     if not persistence.save():
         raise ReplyError("ERR")
+    persistence.rdb_saves += 1
     return OK
 
 

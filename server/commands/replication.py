@@ -71,19 +71,17 @@ def psync(ctx, argv):
     replication = _replication(ctx)
     if ctx.replica is not None:
         return NO_REPLY  # already a replica: Redis ignores a second SYNC
-    if len(argv) > 3:
-        if len(argv) != 4 or argv[3].lower() != b"failover":
-            raise ReplyError("ERR syntax error")
-        if replication.master is None or argv[1].decode(errors="replace") != ctx.server.replid:
+    if len(argv) > 3 and argv[3].lower() == b"failover":  # any other extra argument is ignored, as Redis
+        if argv[1].decode(errors="replace") != ctx.server.replid:
+            if replication.master is None:
+                raise ReplyError("ERR PSYNC FAILOVER can't be sent to a master.")
             raise ReplyError("ERR PSYNC FAILOVER replid must match my replid.")
-        become_primary(ctx.server)
+        if replication.master is not None:
+            become_primary(ctx.server)
     master = replication.master
     if master is not None and master.state != "connected":
         raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
-    try:
-        offset = int(argv[2])
-    except ValueError:
-        offset = -1
+    offset = to_int(argv[2])
     replication.psync(ctx, argv[1].decode(errors="replace"), offset)
     return NO_REPLY
 
@@ -102,7 +100,8 @@ def replconf(ctx, argv):
         elif option == b"ip-address":
             ctx.repl_ip = value.decode(errors="replace")
         elif option == b"capa":
-            pass  # eof and psync2: what Millrace always speaks
+            if value.lower() == b"eof":  # else a full sync goes through the disk, sent as `$<length>` (as Redis)
+                ctx.repl_eof = True
         elif option == b"ack":
             if ctx.replica is None:
                 return NO_REPLY
@@ -155,7 +154,11 @@ def waitaof(ctx, argv):
     if replication.master is not None:
         raise ReplyError("ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.")
     numlocal = to_int(argv[1])
+    if not 0 <= numlocal <= 1:  # getRangeLongFromObjectOrReply(0, 1)
+        raise ReplyError("ERR value is out of range, value must between 0 and 1")
     wanted = to_int(argv[2])
+    if wanted < 0:  # getPositiveLongFromObjectOrReply
+        raise ReplyError("ERR value is out of range, must be positive")
     timeout = _wait_timeout(argv[3])
     if numlocal and server.aof is None:
         raise ReplyError("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
