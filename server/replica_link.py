@@ -43,6 +43,9 @@ class MasterLink:
         self.writer: asyncio.StreamWriter | None = None
         self.last_io = time.time()
         self.down_since = time.time()
+        self.up_since: float | None = None  # the link's last "up", None before the first
+        self.disconnected = 0.0  # seconds down since it was first up (INFO total_disconnect_time_sec)
+        self.attempts = self.total_attempts = 0  # syncs tried since the link was last up, and in all
         self.sync_bytes = self.sync_read = 0
         self.last_ack = 0.0
         self.full_resync = False  # set when the stream could not be applied: the next PSYNC asks for a snapshot
@@ -84,6 +87,7 @@ class MasterLink:
                 self.writer = None
             if self.state == "connected":
                 self.down_since = time.time()
+                self.attempts = 0
             self.state = "connect"
             await asyncio.sleep(1)
 
@@ -91,6 +95,8 @@ class MasterLink:
         server = self.server
         config = server.config
         self.state = "connecting"
+        self.attempts += 1
+        self.total_attempts += 1
         log.info("Connecting to MASTER %s:%d", self.host, self.port)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), config["repl-timeout"])
         self.writer = writer
@@ -153,6 +159,9 @@ class MasterLink:
             raise ReplicationError(f"Unexpected reply to PSYNC from master: {reply.decode(errors='replace')}")
         self.state = "connected"
         self.last_io = time.time()
+        if self.up_since is not None:  # a link that was up before: the time it was down counts
+            self.disconnected += self.last_io - self.down_since
+        self.up_since = self.last_io
         log.info("MASTER <-> REPLICA sync: Finished with success")
         if self.failover:
             self.failover = False
@@ -308,8 +317,19 @@ class MasterLink:
         ]
         if self.state == "sync":
             fields += [("master_sync_total_bytes", self.sync_bytes or -1), ("master_sync_read_bytes", self.sync_read)]
-        if not up:
-            fields.append(("master_link_down_since_seconds", int(time.time() - self.down_since)))
+        now = time.time()
+        fields += [
+            ("replica_full_sync_buffer_size", 0),  # (no separate RDB channel: nothing buffered beside the sync)
+            ("replica_full_sync_buffer_peak", 0),
+            ("master_current_sync_attempts", self.attempts),
+            ("master_total_sync_attempts", self.total_attempts),
+        ]
+        down = now - self.down_since if not up and self.up_since is not None else 0.0
+        if not up:  # -1 until the link was first up, as Redis
+            fields.append(("master_link_down_since_seconds", int(down) if self.up_since is not None else -1))
+        else:
+            fields.append(("master_link_up_since_seconds", int(now - self.up_since)))
+        fields.append(("total_disconnect_time_sec", int(self.disconnected + down)))
         fields += [
             ("slave_priority", server.config["replica-priority"]),
             ("slave_read_only", 1 if server.config["replica-read-only"] else 0),

@@ -380,3 +380,35 @@ def test_failover_swaps_roles_with_nothing_lost(tmp_path):
     finally:
         replica.stop()
         primary.stop()
+
+
+def test_a_replicas_info_fields_are_redis_8s(tmp_path):
+    """INFO replication on a replica that never reached its primary and on one whose link is up: the
+    same fields, in the same order, as Redis 8.2.3's replica, and the values that do not depend on timing."""
+    from tests.servers import require_redis, start_redis
+
+    require_redis()
+    seen = {}
+    for kind in ("millrace", "redis"):
+        if kind == "millrace":
+            primary = start(tmp_path, "primary")
+            linked = replica_of(tmp_path, "linked", primary.port)
+            lost = replica_of(tmp_path, "lost", free_port())
+        else:
+            primary = start_redis("--repl-diskless-sync-delay", "0")
+            linked = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+            lost = start_redis("--replicaof", "127.0.0.1", str(free_port()))
+        try:
+            wait_for(lambda r=linked: info(r.client())["master_link_status"] == "up")
+            wait_for(lambda r=lost: info(r.client())["master_total_sync_attempts"] >= 1)
+            up, down = info(linked.client()), info(lost.client())
+            seen[kind] = (
+                [name for name in up if not name.startswith("master_repl")],
+                [name for name in down if not name.startswith("master_repl")],
+                down["master_link_down_since_seconds"], down["total_disconnect_time_sec"], up["total_disconnect_time_sec"],
+                up["master_current_sync_attempts"], up["master_total_sync_attempts"],
+            )
+        finally:
+            for proc in (lost, linked, primary):
+                proc.stop()
+    assert seen["millrace"] == seen["redis"]
