@@ -660,22 +660,33 @@ class Persistence:
         return OK
 
     def debug_loadaof(self, args: list[bytes]):
-        """DEBUG LOADAOF: flush the AOF, empty the databases, replay the AOF."""
+        """DEBUG LOADAOF: flush the AOF, empty the databases, replay the AOF files on disk (as Redis,
+        also with appendonly off: the files an earlier appendonly yes left, or none and an error)."""
+        from protocol.errors import ReplyError
         from protocol.reply import OK
 
-        if self.aof is None:
-            return OK
-        self.aof.sync()
+        failed = "ERR Error trying to load the AOF files, check server logs."
         server = self.server
+        if self.aof is not None:
+            self.aof.sync()
+            manifest = self.manifest
+        else:
+            try:
+                manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"])
+            except aoffile.AofError as exc:
+                log.warning("%s", exc)
+                manifest = None
+            if manifest is None or not manifest.files:
+                server.keyspace.flushall()
+                log.warning("The AOF directory %s doesn't exist or holds no AOF", self.aof_dir)
+                raise ReplyError(failed)
         listeners = server.effect_listeners
         server.effect_listeners = []
         try:
-            self.load_aof(self.manifest)
+            self.load_aof(manifest)
         except (LoadError, aoffile.AofError, snapshot.SnapshotError) as exc:
-            from protocol.errors import ReplyError
-
             log.warning("%s", exc)
-            raise ReplyError("ERR Error loading the AOF: check server logs.") from None
+            raise ReplyError(failed) from None
         finally:
             server.effect_listeners = listeners
             server._propagated_db = -1
