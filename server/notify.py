@@ -49,6 +49,8 @@ class Before:
         self.misses = misses  # keys a read looked up and did not find, once per lookup
         self.looked_up = looked_up  # the read keys' values in lookup order (None: missing), for WRONGTYPE
 
+_TRIMS = (b"MAXLEN", b"MINID")  # an XADD effect that trimmed: `XADD key [ACKED] MAXLEN|MINID = n id ...`
+
 
 def before(server, client, cmd, argv: list[bytes]) -> Before:
     name, db, now = cmd.name, client.db, server.now
@@ -197,7 +199,7 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     elif name == "xadd" and verb == b"XADD":  # not an IDMP repeat's expiry alone
         created(argv[1])
         out.append((STREAM, "xadd", argv[1], db))
-        if b"MAXLEN" in first:
+        if first[2] in _TRIMS or (first[2] == b"ACKED" and first[3] in _TRIMS):  # the effect's trim, not a field
             out.append((STREAM, "xtrim", argv[1], db))
     elif name in ("xtrim", "xdel", "xsetid"):
         out.append((STREAM, name, argv[1], db))
