@@ -120,6 +120,7 @@ class Param:
     choices: tuple[str, ...] = ()
     mutable: bool = True
     alias: str | None = None  # the other name of the same setting (slave-read-only...)
+    older: bool = False  # the alias is Redis's earlier spelling: CONFIG REWRITE writes the current one only
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
     listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
@@ -175,15 +176,15 @@ _param("enable-debug-command", "enum", "no", choices=("no", "yes", "local"), mut
 _param("io-threads", "int", 1, low=1, high=128, mutable=False)
 _param("cluster-enabled", "bool", False, mutable=False)
 _param("busy-reply-threshold", "int", 5000, high=LONG_MAX, alias="lua-time-limit")
-_param("lua-time-limit", "int", 5000, high=LONG_MAX, alias="busy-reply-threshold")
+_param("lua-time-limit", "int", 5000, high=LONG_MAX, alias="busy-reply-threshold", older=True)
 _param("replicaof", "string", "", multi=True, mutable=False, alias="slaveof", normalize=lambda v: _replicaof(v))
-_param("slaveof", "string", "", multi=True, mutable=False, alias="replicaof", normalize=lambda v: _replicaof(v))
+_param("slaveof", "string", "", multi=True, mutable=False, alias="replicaof", normalize=lambda v: _replicaof(v), older=True)
 _param("masterauth", "string", "")
 _param("masteruser", "string", "")
 _param("replica-read-only", "bool", True, alias="slave-read-only")
-_param("slave-read-only", "bool", True, alias="replica-read-only")
+_param("slave-read-only", "bool", True, alias="replica-read-only", older=True)
 _param("replica-serve-stale-data", "bool", True, alias="slave-serve-stale-data")
-_param("slave-serve-stale-data", "bool", True, alias="replica-serve-stale-data")
+_param("slave-serve-stale-data", "bool", True, alias="replica-serve-stale-data", older=True)
 _param("repl-backlog-size", "memory", 1024 * 1024, low=1, high=LLONG_MAX, normalize=lambda size: max(size, 16384))  # CONFIG_REPL_BACKLOG_MIN_SIZE
 _param("slowlog-log-slower-than", "int", 10000, low=-1, high=LLONG_MAX)
 _param("slowlog-max-len", "int", 128, high=LONG_MAX)
@@ -453,6 +454,7 @@ for _name, _alias in (
     ("bgsave-cpulist", "bgsave_cpulist"),
 ):
     PARAMS[_name].alias, PARAMS[_alias].alias = _alias, _name
+    PARAMS[_alias].older = True
 # Strings Redis checks although Millrace does not use them.
 PARAMS["proc-title-template"].normalize = lambda v: _proc_title_template(v)
 PARAMS["locale-collate"].normalize = lambda v: _locale_collate(v)
@@ -722,7 +724,7 @@ class Config:
 
     def changed(self) -> dict[str, str]:
         """Parameters whose value differs from the default, as CONFIG REWRITE writes them."""
-        return {name: self.format(name) for name, p in PARAMS.items() if self.values[name] != p.default}
+        return {name: self.format(name) for name, p in PARAMS.items() if self.values[name] != p.default and not p.older}
 
 
 def _invalid(name: str, why: str) -> ReplyError:
