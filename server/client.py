@@ -175,15 +175,21 @@ class Client(asyncio.Protocol):
         # read of a request/reply client. run([argv]) unrolled, calling `call` when
         # execute() has nothing to check.
         cmd = server.commands.get(argv[0])
+        server.caller = self  # pushes to this client wait for the reply (run() does the same)
         if cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args and server.pause is None and not server.refusing:
             reply = server.call(self, cmd, argv)
         else:
             if cmd is None and argv[0].lower() in CROSS_PROTOCOL:
+                server.caller = None
                 self.cross_protocol_attack()
                 return
             reply = server.execute(self, argv)
+        server.caller = None
         self.last_command = argv
         if reply is BLOCKED:
+            if self.pushes:
+                self.send(self.pushes)
+                self.pushes = None
             return
         if self.reply_mode is ON:
             kind = type(reply)  # as run() encodes
@@ -210,6 +216,9 @@ class Client(asyncio.Protocol):
                 server.pending_writes.append(self)
         else:
             self.skip_reply()
+        if self.pushes:  # what the command published to its own client, after its reply
+            self.send(self.pushes)
+            self.pushes = None
         if server.blocking.ready:
             server.serve_ready()
         if self.close_after_reply:

@@ -412,3 +412,27 @@ def test_client_reply_off_and_skip_keep_subscription_confirmations(both, resp):
     ours, theirs = (_pipelined(port, resp, REPLY_MODES) for port in both)
     assert ours == theirs
     assert ours.count(b"subscribe\r\n") == 7
+
+
+SELF_ONE_BY_ONE = [
+    ("b", "SUBSCRIBE", "self1"),
+    ("b", "PUBLISH", "self1", "mine"),  # one request, not pipelined: the reply, then the push
+    ("a", "CONFIG", "SET", "notify-keyspace-events", "KEA"),
+    ("b", "SUBSCRIBE", "__keyspace@0__:self1k"),
+    ("b", "SET", "self1k", "v"),
+    ("a", "CONFIG", "SET", "notify-keyspace-events", ""),
+    ("b", "UNSUBSCRIBE", "self1", "__keyspace@0__:self1k"),
+]
+
+
+def test_resp3_own_pushes_follow_the_reply_one_request_at_a_time(both):
+    ours, theirs = (run_script(port, SELF_ONE_BY_ONE, proto3=("b",)) for port in both)
+    compare(ours, theirs)
+
+
+@pytest.mark.parametrize("resp", [2, 3])
+def test_a_lone_subscribe_under_client_reply_off_is_confirmed_at_once(both, resp):
+    script = [("b", "CLIENT", "REPLY", "OFF"), ("b", "SUBSCRIBE", "lone"), ("b", "UNSUBSCRIBE", "lone")]
+    ours, theirs = (run_script(port, script, proto3=("b",) if resp == 3 else ()) for port in both)
+    compare(ours, theirs)
+    assert b"subscribe" in ours[1][2] and b"unsubscribe" in ours[2][2]
