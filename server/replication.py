@@ -361,7 +361,7 @@ class Replication:
         if self.failover is not None:
             log.info("Failover target %s:%d is now the primary.", self.failover.host, self.failover.port)
         self.failover = None
-        unpause(self.server)
+        self.server.loop.call_soon(unpause, self.server)  # the held clients run after this turn, not inside it
 
     def failover_refused(self) -> None:
         from .replica_link import become_primary
@@ -373,7 +373,7 @@ class Replication:
         from .pause import unpause
 
         self.failover = None
-        unpause(self.server)
+        self.server.loop.call_soon(unpause, self.server)  # after FAILOVER ABORT's reply, as CLIENT UNPAUSE
 
     # -- role changes ------------------------------------------------------------------
 

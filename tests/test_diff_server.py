@@ -585,3 +585,12 @@ def test_client_unblock_releases_wait(server, oracle_server, wait, reason):
         other.close()
     assert repr(outcomes[0]) == repr(outcomes[1])
     assert outcomes[0][0] == 1 and outcomes[0][2] == b"PONG"
+
+
+def test_psync_failover_is_refused_by_a_primary_whatever_the_replid(pair):
+    """Only a replica takes PSYNC FAILOVER (from its own primary handing over); a primary refuses it,
+    its own replication ID included."""
+    for conn in pair:
+        replid = dict(line.split(":", 1) for line in conn.call("INFO", "replication").decode().split("\r\n") if ":" in line)["master_replid"]
+        assert repr(conn.call("PSYNC", replid, "1", "FAILOVER")) == repr(pair[1].call("PSYNC", "f" * 40, "1", "FAILOVER"))
+        assert str(conn.call("PSYNC", replid, "1", "FAILOVER")) == "ERR PSYNC FAILOVER can't be sent to a master."

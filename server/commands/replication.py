@@ -72,12 +72,11 @@ def psync(ctx, argv):
     if ctx.replica is not None:
         return NO_REPLY  # already a replica: Redis ignores a second SYNC
     if len(argv) > 3 and argv[3].lower() == b"failover":  # any other extra argument is ignored, as Redis
+        if replication.master is None:
+            raise ReplyError("ERR PSYNC FAILOVER can't be sent to a master.")
         if argv[1].decode(errors="replace") != ctx.server.replid:
-            if replication.master is None:
-                raise ReplyError("ERR PSYNC FAILOVER can't be sent to a master.")
             raise ReplyError("ERR PSYNC FAILOVER replid must match my replid.")
-        if replication.master is not None:
-            become_primary(ctx.server)
+        become_primary(ctx.server)
     master = replication.master
     if master is not None and master.state != "connected":
         raise ReplyError("NOMASTERLINK Can't SYNC while not connected with my master")
