@@ -156,14 +156,19 @@ def rewrite_config_file(path: str, config) -> None:
     wanted = config.changed()
     done: set[str] = set()
     out: list[str] = []
-    for line in lines:
+    def current(line: str) -> str | None:
+        """The option a line sets, by its current name (an older alias's line is rewritten under it, as Redis)."""
         words = line.split()
         name = words[0].lower() if words and not words[0].startswith("#") else None
+        return PARAMS[name].alias if name in PARAMS and PARAMS[name].older else name
+
+    for line in lines:
+        name = current(line)
         if name in PARAMS:
             if name in done:
                 continue  # Redis keeps one line per option
             done.add(name)
-            out.extend(config_lines(name, config.format(name), sum(1 for line in lines if line.split()[:1] == [name])))
+            out.extend(config_lines(name, config.format(name), sum(1 for other in lines if current(other) == name)))
         else:
             out.append(line)
     extra = [name for name in wanted if name not in done]

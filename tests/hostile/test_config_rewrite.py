@@ -190,3 +190,27 @@ def test_lines_written_as_redis_writes_them(millrace, redis70):
             ours = [line for line in open(millrace.conf, encoding="latin-1") if line.startswith(name + " ")]
             theirs = [line for line in open(conf, encoding="latin-1") if line.startswith(name + " ")]
             assert ours == theirs, value
+
+
+def test_older_names_are_rewritten_under_the_current_one():
+    """A file that spells settings the old way (`slave-priority`, `hash-max-ziplist-entries`): CONFIG
+    REWRITE writes each once, under its current name, where the old line was (as Redis)."""
+    server = Millrace()
+    try:
+        with open(server.conf, "a") as handle:
+            handle.write("slave-priority 5\nhash-max-ziplist-entries 100\n")
+        server.restart()
+        conn = server.client()
+        assert conn.call("CONFIG", "SET", "slave-priority", "7") == b"OK"
+        assert conn.call("CONFIG", "REWRITE") == b"OK"
+        conn.close()
+        names = [words[0] for _, _, words in read_config_file(server.conf)]
+        assert names[:3] == ["loglevel", "replica-priority", "hash-max-listpack-entries"], names
+        assert len(names) == len(set(names)) and not {"slave-priority", "hash-max-ziplist-entries"} & set(names), names
+        server.restart()
+        conn = server.client()
+        assert config_get(conn, "slave-priority") == {b"slave-priority": b"7"}
+        assert config_get(conn, "hash-max-ziplist-entries") == {b"hash-max-ziplist-entries": b"100"}
+        conn.close()
+    finally:
+        server.stop()
