@@ -446,8 +446,7 @@ def _send_diskless(fd: int, chunks) -> None:
 
 
 def _send_file(fd: int, path: str) -> None:
-    size = os.path.getsize(path)
-    _send_all(fd, b"$%d\r\n" % size)
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle:  # the size of the file opened: a save renaming over the path cannot change it
+        _send_all(fd, b"$%d\r\n" % os.fstat(handle.fileno()).st_size)
         while chunk := handle.read(1 << 20):
             _send_all(fd, chunk)
