@@ -412,3 +412,32 @@ def test_a_replicas_info_fields_are_redis_8s(tmp_path):
             for proc in (lost, linked, primary):
                 proc.stop()
     assert seen["millrace"] == seen["redis"]
+
+
+def test_a_lost_link_counts_its_sync_attempts_and_time_as_redis(tmp_path):
+    """After an outage: master_current_sync_attempts counts only the attempts since the link was last
+    up (the first sync is in the total alone) and total_disconnect_time_sec the time it was down."""
+    from tests.servers import require_redis, start_redis
+
+    require_redis()
+    for kind in ("millrace", "redis"):
+        primary = start(tmp_path, f"p-{kind}") if kind == "millrace" else start_redis("--repl-diskless-sync-delay", "0")
+        proxy = Proxy(primary.port)
+        args = ("--replicaof", "127.0.0.1", str(proxy.port), "--repl-timeout", "1")
+        replica = start(tmp_path, f"r-{kind}", *args) if kind == "millrace" else start_redis(*args)
+        try:
+            r = replica.client()
+            wait_for(lambda r=r: info(r)["master_link_status"] == "up")
+            proxy.stall()
+            proxy.cut()
+            wait_for(lambda r=r: info(r)["master_link_status"] == "down")
+            time.sleep(2.5)
+            proxy.stall(False)
+            wait_for(lambda r=r: info(r)["master_link_status"] == "up")
+            now = info(r)
+            assert now["master_total_sync_attempts"] == now["master_current_sync_attempts"] + 1, (kind, now)
+            assert now["total_disconnect_time_sec"] >= 2, (kind, now)
+        finally:
+            proxy.close()
+            replica.stop()
+            primary.stop()
