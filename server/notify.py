@@ -49,6 +49,7 @@ class Before:
         self.misses = misses  # keys a read looked up and did not find, once per lookup
         self.looked_up = looked_up  # the read keys' values in lookup order (None: missing), for WRONGTYPE
 
+
 _TRIMS = (b"MAXLEN", b"MINID")  # an XADD effect that trimmed: `XADD key [ACKED] MAXLEN|MINID = n id ...`
 
 
