@@ -252,6 +252,8 @@ EVENT_SCRIPT = [
     ["XTRIM", "s", "MAXLEN", "=", "0", "ACKED"], ["XADD", "s", "ACKED", "MAXLEN", "=", "0", "5-0", "f", "v"],
     ["XDELEX", "s", "DELREF", "IDS", "1", "4-0"], ["XTRIM", "s", "MAXLEN", "=", "0", "DELREF"],
     ["XDELEX", "nokey", "IDS", "1", "1-0"],
+    ["XADD", "t", "1-0", "f", "v"], ["XADD", "t", "2-0", "f", "v"], ["XGROUP", "CREATE", "t", "g", "$"],
+    ["XADD", "t", "ACKED", "MAXLEN", "=", "1", "3-0", "f", "v"],  # an ACKED trim that deletes: `xadd` then `xtrim`
 ]  # fmt: skip
 
 
