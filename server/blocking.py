@@ -29,7 +29,9 @@ class Block:
     client: object = None
     timer: object = None
     write: bool = False  # the blocked command is a write: attempt() returns (reply, effects)
-    command: object = None  # its Command, for INFO commandstats when it fails later
+    command: object = None  # its Command, counted in INFO commandstats when the wait ends
+    argv: list = field(default_factory=list)  # the command line, for the slowlog then
+    duration_ns: int = 0  # time spent running it: the first call and each attempt
     # a time (ms) at which attempt() may succeed with no key touched (XREADGROUP ... CLAIM: an
     # entry becomes idle enough); attempt() updates it when it keeps waiting
     wake_at: int | None = None

@@ -56,7 +56,7 @@ class Client(asyncio.Protocol):
         "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
-        "channels", "patterns", "subscribed", "obuf_soft_since", "pushes",
+        "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
     )
 
     def __init__(self, server: Server) -> None:
@@ -103,12 +103,19 @@ class Client(asyncio.Protocol):
         self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
         self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run
         self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
+        self.net_in = self.net_out = self.commands_processed = 0  # CLIENT LIST tot-net-in, tot-net-out, tot-cmds
 
     # -- asyncio.Protocol --------------------------------------------------
 
     def connection_made(self, transport) -> None:
         server = self.server
         self.transport = transport
+        if len(server.clients) >= server.config["maxclients"]:  # refused before it is a client: no ID, not counted
+            transport.write(b"-ERR max number of clients reached\r\n")
+            server.stats["rejected_connections"] += 1
+            transport.close()
+            self.transport = None
+            return
         self.id = server.next_client_id
         server.next_client_id += 1
         server.clients[self.id] = self
@@ -123,17 +130,19 @@ class Client(asyncio.Protocol):
             self.fd = sock.fileno()
         if log.isEnabledFor(VERBOSE):
             log.log(VERBOSE, "Accepted %s", self.addr)
-        if len(server.clients) > server.config["maxclients"]:
-            transport.write(b"-ERR max number of clients reached\r\n")
-            server.stats["rejected_connections"] += 1
-            transport.close()
-        elif denied(server.config, peer[0] if peer else None):
+        if denied(server.config, peer[0] if peer else None):
             transport.write(DENIED)
             server.stats["rejected_connections"] += 1
             transport.close()
 
+    def eof_received(self) -> None:
+        """The peer closed its side: Redis counts the read that saw it. None: the transport closes."""
+        self.server.reads_processed += 1
+
     def connection_lost(self, exc) -> None:
         server = self.server
+        if self.transport is None:  # refused in connection_made: never a client
+            return
         if log.isEnabledFor(VERBOSE):
             from .commands.client import client_info
 
@@ -160,6 +169,7 @@ class Client(asyncio.Protocol):
         server = self.server
         self.last_interaction = server.now = _time_ns() // 1_000_000
         server.net_input_bytes += len(data)
+        self.net_in += len(data)
         server.reads_processed += 1
         argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.subscribed else None
         if argv is None:

@@ -13,13 +13,13 @@ import sys
 import time
 from itertools import islice
 
-from . import REDIS_VERSION, __version__
+from . import REDIS_VERSION, __version__, fork
 from .command import COMMANDS, Command
 from .retention import STATS as RETENTION_STATS
 
 # Sections in Redis's order; the first group is what INFO / INFO default shows.
-DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace")
-ALL_SECTIONS = ("server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace")
+DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "threads", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace")
+ALL_SECTIONS = ("server", "clients", "memory", "persistence", "threads", "stats", "replication", "cpu", "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace")
 TITLES = {"cpu": "CPU", "modules": "Modules", "commandstats": "Commandstats", "errorstats": "Errorstats", "latencystats": "Latencystats"}
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -101,7 +101,7 @@ def _server(server) -> list[tuple[str, object]]:
         ("executable", os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else sys.executable),
         ("config_file", config.config_file or ""),
         ("io_threads_active", 0),
-        ("listener0", f"name=tcp,bind={','.join(config['bind'].split())},port={server.port}"),
+        ("listener0", f"name=tcp,{''.join(f'bind={address},' for address in config['bind'].split())}port={server.port}"),
     ]
 
 
@@ -120,14 +120,21 @@ def _clients(server) -> list[tuple[str, object]]:
         ("clients_in_timeout_table", sum(1 for c in clients if c.blocked is not None and c.blocked.timer is not None)),
         ("total_watched_keys", len(server.watched)),
         ("total_blocking_keys", len(server.blocking.waiters)),
-        ("total_blocking_keys_on_nokey", 0),
+        ("total_blocking_keys_on_nokey", sum(1 for queue in server.blocking.waiters.values() if any(map(_unblocks_on_nokey, queue)))),
     ]
+
+
+def _unblocks_on_nokey(block) -> bool:
+    """A waiter released (with an error) when its key goes: Redis's blocking_keys_on_nokey (XREADGROUP)."""
+    return block.command is not None and block.command.name == "xreadgroup"
 
 
 def _memory(server) -> list[tuple[str, object]]:
     rss = rss_bytes()
-    peak = max(server.memory_peak, rss)
-    server.memory_peak = peak
+    if rss > server.memory_peak:
+        server.memory_peak = rss
+        server.memory_peak_time = int(time.time())
+    peak = server.memory_peak
     startup = min(server.memory_startup, rss)
     dataset = rss - startup
     system = total_system_memory()
@@ -140,6 +147,7 @@ def _memory(server) -> list[tuple[str, object]]:
         ("used_memory_rss_human", bytes_to_human(rss)),
         ("used_memory_peak", peak),
         ("used_memory_peak_human", bytes_to_human(peak)),
+        ("used_memory_peak_time", server.memory_peak_time),
         ("used_memory_peak_perc", f"{100 * rss / peak:.2f}%" if peak else "0.00%"),
         ("used_memory_overhead", startup + clients),
         ("used_memory_startup", startup),
@@ -148,6 +156,7 @@ def _memory(server) -> list[tuple[str, object]]:
         ("allocator_allocated", rss),
         ("allocator_active", rss),
         ("allocator_resident", rss),
+        ("allocator_muzzy", 0),
         ("total_system_memory", system),
         ("total_system_memory_human", bytes_to_human(system)),
         ("used_memory_lua", 0),
@@ -177,11 +186,13 @@ def _memory(server) -> list[tuple[str, object]]:
         ("mem_not_counted_for_evict", 0),
         ("mem_replication_backlog", 0),
         ("mem_total_replication_buffers", 0),
+        ("mem_replica_full_sync_buffer", 0),
         ("mem_clients_slaves", 0),
         ("mem_clients_normal", clients),
         ("mem_cluster_links", 0),
         ("mem_aof_buffer", 0),
         ("mem_allocator", "libc"),
+        ("mem_overhead_db_hashtable_rehashing", 0),
         ("active_defrag_running", 0),
         ("lazyfree_pending_objects", 0),
         ("lazyfreed_objects", 0),
@@ -247,6 +258,12 @@ def _rate(server, index: int) -> float:
     return max(0.0, (last[index] - first[index]) * 1000 / (last[0] - first[0]))
 
 
+def _threads(server) -> list[tuple[str, object]]:
+    """One thread does all the I/O, as Redis with io-threads 1: its clients, reads and writes."""
+    clients = sum(1 for c in server.clients.values() if not c.loading)
+    return [("io_thread_0", f"clients={clients},reads={server.reads_processed},writes={server.writes_processed}")]
+
+
 def _stats(server) -> list[tuple[str, object]]:
     stats = server.stats
     return [
@@ -264,12 +281,14 @@ def _stats(server) -> list[tuple[str, object]]:
         ("rejected_connections", stats["rejected_connections"]),
         *(server.replication.stats.items() if server.replication is not None else
           (("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0))),
+        ("expired_subkeys", 0),
         ("expired_keys", stats["expired_keys"]),
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),
         ("expire_cycle_cpu_milliseconds", 0),
         ("evicted_keys", 0),
         ("evicted_clients", 0),
+        ("evicted_scripts", 0),
         ("total_eviction_exceeded_time", 0),
         ("current_eviction_exceeded_time", 0),
         ("keyspace_hits", server.keyspace_hits),
@@ -277,8 +296,8 @@ def _stats(server) -> list[tuple[str, object]]:
         ("pubsub_channels", len(server.pubsub.channels)),
         ("pubsub_patterns", len(server.pubsub.patterns)),
         ("pubsubshard_channels", 0),
-        ("latest_fork_usec", 0),
-        ("total_forks", 0),
+        ("latest_fork_usec", fork.STATS["latest_fork_usec"]),
+        ("total_forks", fork.STATS["total_forks"]),
         ("migrate_cached_sockets", 0),
         ("slave_expires_tracked_keys", 0),
         ("active_defrag_hits", 0),
@@ -297,10 +316,21 @@ def _stats(server) -> list[tuple[str, object]]:
         ("total_writes_processed", server.writes_processed),
         ("io_threaded_reads_processed", 0),
         ("io_threaded_writes_processed", 0),
+        ("io_threaded_total_prefetch_batches", 0),
+        ("io_threaded_total_prefetch_entries", 0),
         ("client_query_buffer_limit_disconnections", stats.get("client_query_buffer_limit_disconnections", 0)),
         ("client_output_buffer_limit_disconnections", stats.get("client_output_buffer_limit_disconnections", 0)),
         ("reply_buffer_shrinks", 0),
         ("reply_buffer_expands", 0),
+        ("eventloop_cycles", 0),  # uvloop does not expose its iterations or their time
+        ("eventloop_duration_sum", 0),
+        ("eventloop_duration_cmd_sum", 0),
+        ("instantaneous_eventloop_cycles_per_sec", 0),
+        ("instantaneous_eventloop_duration_usec", 0),
+        ("acl_access_denied_auth", stats.get("acl_access_denied_auth", 0)),
+        ("acl_access_denied_cmd", 0),  # one user with every right: only authentication is ever denied
+        ("acl_access_denied_key", 0),
+        ("acl_access_denied_channel", 0),
         *((name, stats.get(name, 0)) for name in RETENTION_STATS),
     ]
 
@@ -408,6 +438,7 @@ SECTION_BUILDERS = {
     "clients": _clients,
     "memory": _memory,
     "persistence": _persistence,
+    "threads": _threads,
     "stats": _stats,
     "replication": _replication,
     "cpu": _cpu,
@@ -430,4 +461,9 @@ def reset_stats(server) -> None:
         cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0
         cmd.latency_hist.clear()
     server.reads_processed = server.writes_processed = 0
+    server.net_input_bytes = server.net_output_bytes = 0
+    server.ops_samples.clear()
     server.memory_peak = 0
+    fork.STATS.update(total_forks=0, latest_fork_usec=0)
+    if server.persistence is not None:
+        server.persistence.reset_stats()

@@ -178,7 +178,8 @@ class Persistence:
             log.critical("Fatal error loading the DB, check server logs. Exiting.")
             sys.stdout.flush()
             os._exit(1)
-        self.server.dirty = 0
+        if not self.config["appendonly"]:
+            self.server.dirty = 0  # an AOF's replayed changes stay counted, as in Redis (its save points see them)
         self._update_refusal()
 
     def load_snapshot(self, path: str, aof_preamble: bool = False) -> None:
@@ -261,6 +262,7 @@ class Persistence:
         files = manifest.files
         server.keyspace.flushall()
         server.loading = True
+        server.dirty = 0
         previous = Database.expiry
         Database.expiry = "keep"  # a replayed PERSIST must still find a key its TTL passed
         gc.disable()
@@ -278,7 +280,6 @@ class Persistence:
             gc.enable()
             Database.expiry = previous
             server.loading = False
-        server.dirty = 0
 
     def _replay(self, path: str, last: bool) -> None:
         with aoffile.mapped(path) as data:
@@ -690,10 +691,17 @@ class Persistence:
         finally:
             server.effect_listeners = listeners
             server._propagated_db = -1
+        server.dirty = 0  # as Redis's DEBUG LOADAOF: nothing to save or propagate
         log.info("Append Only File loaded by DEBUG LOADAOF")
         return OK
 
     # -- INFO ------------------------------------------------------------------------
+
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT's share: the counters Redis's resetServerStats zeroes."""
+        self.rdb_saves = self.aof_rewrites = self.aof_rewrite_failures = 0
+        if self.aof is not None:
+            self.aof.delayed_fsync = 0
 
     def info(self) -> dict:
         child = self.child

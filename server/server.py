@@ -60,7 +60,7 @@ class Server:
         "effect_listeners", "_exec_effects", "_propagated_db", "run_id", "start_time", "now", "dirty",
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
-        "memory_startup", "memory_peak", "ops_samples", "idle_checked", "active_expire", "shutdown",
+        "memory_startup", "memory_peak", "memory_peak_time", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
@@ -107,6 +107,7 @@ class Server:
         self.port = self.config["port"]
         self.version = REDIS_VERSION
         self.memory_startup = self.memory_peak = 0  # INFO memory: RSS at start-up and the highest seen
+        self.memory_peak_time = 0  # and when it was seen (unix time)
         self.ops_samples: list[tuple[int, int, int, int]] = []  # INFO instantaneous_*: the cron's samples
         self.idle_checked = 0  # when the cron last looked for clients idle past `timeout`
         self.active_expire = True  # DEBUG SET-ACTIVE-EXPIRE
@@ -278,8 +279,25 @@ class Server:
                     else:  # the quiet case: nothing to touch, queue or propagate
                         self.dirty += dirty
         elapsed = perf_counter_ns() - start
+        if result is BLOCKED:  # counted when the wait ends (unblock), as Redis's updateStatsOnUnblock
+            block = client.blocked
+            block.argv = argv
+            block.duration_ns = elapsed
+        elif not self.loading:  # an AOF being replayed counts nothing, as in Redis
+            self.count_call(client, cmd, argv, elapsed)
+            if elapsed >= self.latency_threshold_ns:
+                self.latency.add("fast-command" if "fast" in cmd.flags else "command", elapsed // 1_000_000)
+        if client.db.expired:
+            self.propagate_expired(client.db)
+        if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
+            self.feed_monitors(client, cmd, argv)
+        return result
+
+    def count_call(self, client, cmd: Command, argv: list[bytes], elapsed: int) -> None:
+        """INFO commandstats, latencystats and the slowlog for one finished call (ns)."""
         cmd.calls += 1  # after the command, as Redis counts it: CONFIG RESETSTAT counts itself, INFO does not
         cmd.duration_ns += elapsed
+        client.commands_processed += 1
         if elapsed >= self.slowlog_threshold_ns and "skip-slowlog" not in cmd.flags:
             self.slowlog.push(client, argv, elapsed)
         if self.latency_tracking:  # server/latency.py's record_us, inlined
@@ -288,13 +306,6 @@ class Server:
                 us = coarse_us(us)
             histogram = cmd.latency_hist
             histogram[us] = histogram.get(us, 0) + 1
-        if elapsed >= self.latency_threshold_ns:
-            self.latency.add("fast-command" if "fast" in cmd.flags else "command", elapsed // 1_000_000)
-        if client.db.expired:
-            self.propagate_expired(client.db)
-        if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
-            self.feed_monitors(client, cmd, argv)
-        return result
 
     @property
     def total_commands_processed(self) -> int:
@@ -516,6 +527,7 @@ class Server:
                 if transport is not None:
                     payload = b"".join(output)  # one chunk is returned as it is
                     written += len(payload)
+                    client.net_out += len(payload)
                     self.writes_processed += 1
                     transport.write(payload)  # after a kill() the transport is closing and drops it
                     if limited or not client.authenticated:
@@ -575,7 +587,13 @@ class Server:
         self.unblock(block, block.timeout_reply())
 
     def unblock(self, block: Block, reply) -> None:
+        """End a wait (served, timed out, CLIENT UNBLOCK): the command counts now, its failure too."""
         self.blocking.unpark(block)
+        cmd = block.command
+        if cmd is not None:
+            if type(reply) is Error:
+                cmd.failed_calls += 1
+            self.count_call(block.client, cmd, block.argv, block.duration_ns)
         block.client.resume(reply)
 
     def serve_ready(self) -> None:
@@ -588,13 +606,14 @@ class Server:
                 for block in list(blocking.waiters.get((db, key), ())):
                     if block.client.blocked is not block:
                         continue
+                    start = perf_counter_ns()
                     try:
                         result = block.attempt()
                     except ReplyError as exc:
-                        if block.command is not None:
-                            block.command.failed_calls += 1
+                        block.duration_ns += perf_counter_ns() - start
                         self.unblock(block, self.error(exc.message))
                         continue
+                    block.duration_ns += perf_counter_ns() - start
                     if result is None:
                         if block.wake_at is not None:  # attempt() moved its wake-up time
                             if block.wake_timer is not None:

@@ -238,7 +238,7 @@ def test_client_setinfo(r):
 CLIENT_FIELDS = [
     "id", "addr", "laddr", "fd", "name", "age", "idle", "flags", "db", "sub", "psub", "ssub", "multi", "watch",
     "qbuf", "qbuf-free", "argv-mem", "multi-mem", "rbs", "rbp", "obl", "oll", "omem", "tot-mem", "events", "cmd",
-    "user", "redir", "resp", "lib-name", "lib-ver",
+    "user", "redir", "resp", "lib-name", "lib-ver", "io-thread", "tot-net-in", "tot-net-out", "tot-cmds",
 ]  # fmt: skip
 
 

@@ -2,9 +2,9 @@
 
 Redis counts a hit or a miss for each read lookup (lookupKeyRead*): XRANGE,
 XREVRANGE, XLEN, XREAD (each key, twice: resolving the IDs, then serving),
-XINFO, XPENDING, XACK, XCLAIM and XAUTOCLAIM; XREADGROUP resolves its keys with
-write lookups, then reads each once more (a hit) before it serves or blocks;
-the other write lookups (XADD, XTRIM, XDEL, XSETID, XGROUP) count nothing. A
+XINFO, XPENDING, XACK, XACKDEL, XCLAIM and XAUTOCLAIM (before it reads its
+arguments); XREADGROUP resolves its keys with write lookups, then reads each
+once more (a hit) before it serves or blocks; the other write lookups (XADD, XTRIM, XDEL, XSETID, XGROUP) count nothing. A
 key of another type is a hit before WRONGTYPE.
 """
 
@@ -31,6 +31,11 @@ COMMANDS = [
     ("XGROUP", "CREATE", "s", "g2", "0"), ("XGROUP", "CREATE", "nope", "g2", "0"), ("XGROUP", "SETID", "s", "g", "0"),
     ("XGROUP", "CREATECONSUMER", "s", "g", "e"), ("XGROUP", "DELCONSUMER", "s", "g", "e"), ("XGROUP", "DESTROY", "s", "g2"),
     ("TYPE", "s"), ("EXISTS", "s", "nope"),
+    ("XACKDEL", "s", "g", "IDS", "1", "1-1"), ("XACKDEL", "nope", "g", "IDS", "1", "1-1"),
+    ("XACKDEL", "s", "nog", "IDS", "1", "1-1"), ("XACKDEL", "a", "g", "IDS", "1", "1-1"), ("XACKDEL", "s", "g", "IDS", "1", "bad"),
+    ("XAUTOCLAIM", "s", "g", "d", "0", "bad"), ("XAUTOCLAIM", "nope", "g", "d", "0", "bad"), ("XAUTOCLAIM", "s", "g", "d", "x", "0"),
+    ("XAUTOCLAIM", "s", "g", "d", "0", "0", "COUNT", "0"), ("XAUTOCLAIM", "s", "g", "d", "0", "0", "FOO"),
+    ("XAUTOCLAIM", "a", "g", "d", "x", "0"), ("XAUTOCLAIM", "s", "nog", "d", "0", "0"),
 ]  # fmt: skip
 
 

@@ -49,29 +49,39 @@ def command_name(argv) -> str:
     if cmd is None:
         return "NULL"
     if cmd.subcommands and len(argv) > 1:
-        cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+        sub = cmd.subcommands.get(argv[1].lower())
+        return "NULL" if sub is None else sub.name  # an unknown subcommand is no command to Redis
     return cmd.name
 
 
+REPLY_CHUNK = 16 * 1024  # Redis's reply buffer and reply-list block size (PROTO_REPLY_CHUNK_BYTES)
+
+
 def client_info(client, now: float | None = None, current: str | None = None) -> str:
-    """One CLIENT LIST line, fields in Redis 7.4's order.
+    """One CLIENT LIST line, fields in Redis 8's order.
 
     Buffer sizes are approximations: Millrace's buffers live in asyncio and
-    hiredis, so qbuf reports what the request reader still holds.
+    hiredis. Unsent replies are shown as Redis holds them: its 16 KB buffer
+    first (obl), the rest as a list of 16 KB blocks (oll, omem). The query
+    buffer is not measured (qbuf=0).
     """
     now = time.time() if now is None else now
     cmd_name = current or command_name(client.last_command)
     multi = len(client.multi) if client.multi is not None else -1
     transport = client.transport
-    obl = transport.get_write_buffer_size() if transport is not None else 0
+    unsent = transport.get_write_buffer_size() if transport is not None else 0
+    obl = min(unsent, REPLY_CHUNK)
+    omem = unsent - obl
+    oll = -(-omem // REPLY_CHUNK)
     return (
         f"id={client.id} addr={client.addr} laddr={client.laddr} fd={client.fd} "
         f"name={client.name.decode('latin-1')} age={int(now - client.created)} "
         f"idle={int(now - client.last_interaction / 1000)} flags={client_flags(client)} db={client.db.id} "
         f"sub={len(client.channels)} psub={len(client.patterns)} ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
-        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll=0 omem={obl} tot-mem={16384 + obl} "
-        f"events=r cmd={cmd_name} user=default redir=-1 resp={client.resp} "
-        f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')}"
+        f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={16384 + unsent} "
+        f"events={'rw' if unsent else 'r'} cmd={cmd_name} user=default redir=-1 resp={client.resp} "
+        f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')} "
+        f"io-thread=0 tot-net-in={client.net_in} tot-net-out={client.net_out} tot-cmds={client.commands_processed}"
     )
 
 
@@ -279,6 +289,8 @@ def client_unblock(ctx, argv):
     server = ctx.server
     if as_error:
         server.unblock(block, server.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
+        # Redis counts a command failed when an error reply was sent while it ran: this one too
+        COMMANDS[b"client"].subcommands[b"unblock"].failed_calls += 1
     else:
         server.unblock(block, block.timeout_reply())
     return 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error, wrong_arity
+from protocol.errors import SYNTAX, WRONGTYPE, ReplyError, arg_text, subcommand_error, wrong_arity
 from protocol.reply import NULL_ARRAY, OK, Entries, Map, Raw, Simple
 from storage.claim import nacked_count, next_count
 from storage.consumer_group import INVALID_ENTRIES_READ, ConsumerGroup, PendingEntry
@@ -32,7 +32,7 @@ from storage.stream_id import MAX_ID, format_id, format_ids, parse_id, parse_str
 
 from ..blocking import Block
 from ..command import command, container
-from .args import LLONG_MAX, help_reply, to_int
+from .args import LLONG_MAX, help_reply, read_lookup, to_int
 from .read_caps import MAXCOUNT_NOT_POSITIVE, MAXSIZE_NOT_POSITIVE, ReadCaps, check_count, parse_positive
 from .stream_args import (
     lookup_stream,
@@ -765,6 +765,7 @@ def xclaim(ctx, argv):
 def xautoclaim(ctx, argv):
     """XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID] -> [cursor, claimed, deleted IDs]"""
     key, group_name = argv[1], argv[2]
+    stream = read_lookup(ctx, key)  # looked up first (a hit or a miss), its type checked after the arguments
     min_idle = max(to_int(argv[4], "ERR Invalid min-idle-time argument for XAUTOCLAIM"), 0)
     start = parse_interval_start(argv[5])
     count = 100
@@ -785,7 +786,8 @@ def xautoclaim(ctx, argv):
         else:
             raise ReplyError(SYNTAX)
         j += 1
-    stream = read_stream(ctx, key)
+    if stream is not None and type(stream) is not Stream:
+        raise ReplyError(WRONGTYPE)
     group = stream.groups.get(group_name) if stream is not None else None
     if group is None:
         raise _nogroup(key, group_name)

@@ -54,9 +54,9 @@ NO_GROUP_CATEGORY = frozenset({"wait", "waitaof"})
 
 def lookup(name: bytes) -> Command | None:
     """A command by name, `parent|sub` for a subcommand."""
-    parent, _, sub = name.lower().partition(b"|")
+    parent, bar, sub = name.lower().partition(b"|")
     cmd = COMMANDS.get(parent)
-    if cmd is not None and sub:
+    if cmd is not None and bar:  # `get|` names no command
         return cmd.subcommands.get(sub)
     return cmd
 

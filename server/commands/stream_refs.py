@@ -19,7 +19,7 @@ from storage.stream_id import format_id
 
 from ..command import command
 from .args import to_int
-from .stream_args import lookup_stream
+from .stream_args import lookup_stream, read_stream
 
 NUMIDS_NOT_POSITIVE = "ERR Number of IDs must be a positive integer"
 NUMIDS_MISMATCH = "ERR The `numids` parameter must match the number of arguments"
@@ -130,7 +130,7 @@ def xdelex(ctx, argv):
 )  # fmt: skip
 def xackdel(ctx, argv):
     """XACKDEL key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...] -> per ID: 1 acknowledged and deleted, 2 acknowledged but still referenced (ACKED), -1 not pending in the group."""
-    stream = lookup_stream(ctx, argv[1])
+    stream = read_stream(ctx, argv[1])  # a read lookup in Redis: a keyspace hit or miss
     policy, id_args = parse_policy_ids(argv, 3)
     group = stream.groups.get(argv[2]) if stream is not None else None
     if group is None:
