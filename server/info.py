@@ -265,6 +265,8 @@ def _threads(server) -> list[tuple[str, object]]:
 
 
 def _stats(server) -> list[tuple[str, object]]:
+    from .commands.connection import AUTH_STATS  # here: the command modules import this one
+
     stats = server.stats
     return [
         ("total_connections_received", stats["total_connections_received"]),
@@ -327,7 +329,7 @@ def _stats(server) -> list[tuple[str, object]]:
         ("eventloop_duration_cmd_sum", 0),
         ("instantaneous_eventloop_cycles_per_sec", 0),
         ("instantaneous_eventloop_duration_usec", 0),
-        ("acl_access_denied_auth", stats.get("acl_access_denied_auth", 0)),
+        ("acl_access_denied_auth", AUTH_STATS["acl_access_denied_auth"]),  # CONFIG RESETSTAT keeps it, as Redis
         ("acl_access_denied_cmd", 0),  # one user with every right: only authentication is ever denied
         ("acl_access_denied_key", 0),
         ("acl_access_denied_channel", 0),

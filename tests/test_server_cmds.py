@@ -42,7 +42,7 @@ def test_info_default_sections(server):
     text = raw_info(server)
     headers = [line for line in text.split("\r\n") if line.startswith("# ")]
     assert headers == [
-        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU",
+        "# Server", "# Clients", "# Memory", "# Persistence", "# Threads", "# Stats", "# Replication", "# CPU",
         "# Modules", "# Errorstats", "# Cluster", "# Keyspace",
     ]  # fmt: skip
     assert text.endswith("\r\n") and "\r\n\r\n# Clients\r\n" in text

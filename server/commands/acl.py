@@ -26,10 +26,14 @@ def acl_users(ctx, argv):
 
 @command("acl|list", 2, "admin noscript loading stale", group="server", summary="Dumps the effective rules in ACL file format.", since="6.0.0", complexity="O(N). Where N is the number of configured users.")
 def acl_list(ctx, argv):
-    """ACL LIST: the default user's rules; its password as Redis shows it, a SHA-256."""
+    """ACL LIST: the default user's rules in Redis's ACLDescribeUser order: flags (nopass is one), then
+    the password as Redis shows it, a SHA-256, then keys, channels and commands."""
     password = ctx.server.config["requirepass"]
-    secret = f"#{hashlib.sha256(password.encode('utf-8', 'surrogateescape')).hexdigest()}" if password else "nopass"
-    return [f"user default on {secret} sanitize-payload ~* &* +@all".encode()]
+    if password:
+        rules = f"on sanitize-payload #{hashlib.sha256(password.encode('utf-8', 'surrogateescape')).hexdigest()}"
+    else:
+        rules = "on nopass sanitize-payload"
+    return [f"user default {rules} ~* &* +@all".encode()]
 
 
 @command("acl|cat", -2, "noscript loading stale", group="server", summary="Lists the ACL categories, or the commands inside a category.", since="6.0.0", complexity="O(1) since the categories and commands are a fixed set.")

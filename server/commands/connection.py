@@ -23,6 +23,10 @@ HELLO_NOAUTH = (
     "select the RESP protocol version at the same time"
 )
 
+# INFO stats acl_access_denied_auth: every failed AUTH / HELLO AUTH since start-up. Not in server.stats:
+# Redis's CONFIG RESETSTAT leaves it (resetServerStats does not touch server.acl_info). Per process, as fork.STATS.
+AUTH_STATS = {"acl_access_denied_auth": 0}
+
 
 def authenticate(ctx, username: bytes, password: bytes) -> None:
     """Check credentials against the default user (the only ACL user so far).
@@ -32,6 +36,7 @@ def authenticate(ctx, username: bytes, password: bytes) -> None:
     """
     required = ctx.server.config["requirepass"]
     if username != b"default" or (required and password != required.encode("utf-8", "surrogateescape")):
+        AUTH_STATS["acl_access_denied_auth"] += 1
         raise ReplyError(WRONGPASS)
     ctx.authenticated = True
     ctx.reader.unauthenticated = False

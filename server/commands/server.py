@@ -43,11 +43,21 @@ def quote_arg(arg: bytes) -> str:
     return "".join(out)
 
 
+# Redis's SENSITIVE_CONFIG parameters: CONFIG SET hides their values (Redis 8.2 is built with TLS)
+SENSITIVE_CONFIGS = frozenset((b"requirepass", b"masterauth", b"masteruser", b"tls-key-file-pass", b"tls-client-key-file-pass"))
+
+
 def redacted(argv: list[bytes]) -> list[bytes]:
     """Hide passwords where Redis's commands do it as they read their arguments: AUTH's (unless
-    there are too many, a syntax error), and HELLO's AUTH pair, met walking the options after a
-    valid protocol version, up to the first option it refuses."""
+    there are too many, a syntax error), HELLO's AUTH pair, met walking the options after a
+    valid protocol version, up to the first option it refuses, and CONFIG SET's sensitive values,
+    in every pair even after one it refuses (not when the pairs are uneven, a syntax error)."""
     name = argv[0].lower()
+    if name == b"config":
+        if len(argv) >= 4 and len(argv) % 2 == 0 and argv[1].lower() == b"set":
+            argv = [value if index % 2 == 0 or argv[index - 1].lower() not in SENSITIVE_CONFIGS else b"(redacted)"
+                    for index, value in enumerate(argv)]
+        return argv
     if name == b"auth":
         return argv if len(argv) > 3 else [argv[0]] + [b"(redacted)"] * (len(argv) - 1)
     if name == b"hello" and len(argv) > 2 and argv[1] in (b"2", b"3"):
@@ -122,7 +132,10 @@ def config_set(ctx, argv):
     # names echo byte for byte in errors; values are kept byte for byte too (bytes that are not UTF-8
     # as surrogates), so CONFIG GET gives back what was set and CONFIG REWRITE escapes every byte
     pairs = [(arg_text(argv[i]), argv[i + 1].decode("utf-8", "surrogateescape")) for i in range(2, len(argv), 2)]
-    ctx.server.config.set_many(pairs, local=_local(ctx))
+    config = ctx.server.config
+    config.set_many(pairs, local=_local(ctx))
+    if config["slowlog-log-slower-than"] >= 0:  # the log is on: Redis trims it after this very command
+        ctx.server.slowlog.trim()
     return OK
 
 
