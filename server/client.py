@@ -57,6 +57,8 @@ class Client(asyncio.Protocol):
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
+        "restricted",
+        "woff",
     )
 
     def __init__(self, server: Server) -> None:
@@ -102,8 +104,10 @@ class Client(asyncio.Protocol):
         self.channels: dict[bytes, None] = {}  # SUBSCRIBEd channels, in order (server.pubsub holds the reverse map)
         self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
         self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run
+        self.restricted = False  # subscribed or MONITOR: execute() filters its commands (no fast path)
         self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
         self.net_in = self.net_out = self.commands_processed = 0  # CLIENT LIST tot-net-in, tot-net-out, tot-cmds
+        self.woff = 0  # Redis's c->woff: the stream offset after this client's last propagated write (WAIT, WAITAOF)
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -171,7 +175,7 @@ class Client(asyncio.Protocol):
         server.net_input_bytes += len(data)
         self.net_in += len(data)
         server.reads_processed += 1
-        argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.subscribed else None
+        argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.restricted else None
         if argv is None:
             commands, error = self.reader.feed(data)
             if error is not None or not self.authenticated:
@@ -300,7 +304,7 @@ class Client(asyncio.Protocol):
             if (
                 cmd is not None and not cmd.subcommands and cmd.min_args <= len(argv) <= cmd.max_args
                 and self.multi is None and self.authenticated and server.pause is None and not server.refusing
-                and not self.subscribed
+                and not self.restricted
             ):
                 reply = call(self, cmd, argv)
             else:
@@ -425,6 +429,7 @@ class Client(asyncio.Protocol):
     def update_subscribed(self) -> None:
         """Redis's RESP2 subscribed context: any subscription, over RESP2 (RESP3 pushes beside replies)."""
         self.subscribed = self.resp == 2 and bool(self.channels or self.patterns)
+        self.restricted = self.subscribed or self.monitor
 
     def queue(self, cmd, argv: list[bytes]):
         self.multi.append((cmd, argv))

@@ -303,12 +303,28 @@ def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
 
 
 def _cron(server: Server) -> None:
-    """Periodic work (Redis's serverCron): active expiry, within a quarter of each tick."""
-    now = server.clock()
-    hz = server.config["hz"]
+    """Periodic work (Redis's serverCron). Each task runs in its own guard and the next tick is
+    scheduled whatever happens: one failing task (a full disk under a save, a bug) must not stop
+    expiry, saves, replication and the rest for good."""
+    try:
+        now = server.clock()
+        for task in CRON_TASKS:
+            try:
+                task(server, now)
+            except Exception:
+                log.exception("The periodic task %s failed; the others go on", task.__name__)
+    finally:
+        server.loop.call_later(1 / server.config["hz"], _cron, server)
+
+
+def _active_expire(server: Server, now: int) -> None:
+    """Expired keys removed within a quarter of the tick. Never on a replica: the primary's DELs
+    remove them there (Redis runs activeExpireCycle on masters only)."""
+    if not server.active_expire or (server.replication is not None and server.replication.master is not None):
+        return  # DEBUG SET-ACTIVE-EXPIRE 0, or a replica
     started = time.perf_counter()
-    deadline = started + 0.25 / hz
-    for db in server.keyspace.dbs if server.active_expire else ():  # DEBUG SET-ACTIVE-EXPIRE 0
+    deadline = started + 0.25 / server.config["hz"]
+    for db in server.keyspace.dbs:
         while db.expires:
             removed, stale = db.expire_cycle(now)
             if removed:
@@ -320,29 +336,52 @@ def _cron(server: Server) -> None:
     expiry_ns = int((time.perf_counter() - started) * 1e9)
     if expiry_ns >= server.latency_threshold_ns:  # LATENCY's expire-cycle event, as Redis's activeExpireCycle
         server.latency.add("expire-cycle", expiry_ns // 1_000_000)
+
+
+def _streams(server: Server, now: int) -> None:
     if server.idmp_keys:
         idmp_expire_cycle(server)
     if server.keyshared_keys:
         keyshared_sessions.cron(server, now)  # KEYSHARED members past SESSION-TIMEOUT leave, also without reads
     if server.blocking.ready:
         server.serve_ready()
+
+
+def _measure(server: Server, now: int) -> None:
     sample_ops(server, now)
     lag_watch_cron(server, now)
     rss = rss_bytes() if log.isEnabledFor(VERBOSE) else 0  # only the verbose periodic log shows it
     server.memory_meter.cron(now)  # maxmemory: the data's memory (no eviction: Redis's noeviction answer)
     _periodic_log(server, now, rss)
+
+
+def _clients(server: Server, now: int) -> None:
     output_limits.cron(server)
-    if server.persistence is not None:
-        server.persistence.cron()
-    if server.replication is not None:
-        server.replication.cron()
-    retention.cron(server)
-    server.update_refusing()
     timeout = server.config["timeout"]
     if timeout and now - server.idle_checked >= 1000:
         server.idle_checked = now
         close_idle_clients(server, timeout, now / 1000)
-    server.loop.call_later(1 / hz, _cron, server)
+
+
+def _persistence(server: Server, now: int) -> None:
+    if server.persistence is not None:
+        server.persistence.cron()
+
+
+def _replication(server: Server, now: int) -> None:
+    if server.replication is not None:
+        server.replication.cron()
+
+
+def _retention(server: Server, now: int) -> None:
+    retention.cron(server)
+
+
+def _refusal(server: Server, now: int) -> None:
+    server.update_refusing()
+
+
+CRON_TASKS = (_active_expire, _streams, _measure, _clients, _persistence, _replication, _retention, _refusal)
 
 
 _periodic_log = PeriodicLog()

@@ -210,6 +210,8 @@ def events(server, client, cmd, argv: list[bytes], reply, effects: list, before_
     elif name.startswith("xgroup|"):
         if name == "xgroup|create":
             created(argv[2])
+        elif name == "xgroup|createconsumer" and reply != 1:  # the effect form only pinned an existing consumer's times
+            return out
         out.append((STREAM, name.replace("|", "-"), argv[2], db))
     return out
 

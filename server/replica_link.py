@@ -35,10 +35,13 @@ class ReplicationError(Exception):
 class MasterLink:
     """This server follows host:port."""
 
-    def __init__(self, server, host: str, port: int) -> None:
+    def __init__(self, server, host: str, port: int, cached: bool = True) -> None:
         self.server = server
         self.host, self.port = host, port
-        self.state = "connect"  # connect, connecting, sync, connected
+        self.state = "connect"  # connect, connecting (TCP), handshake (PING .. PSYNC's reply), sync (the snapshot), connected
+        # Redis's server.master or server.cached_master exists: there is a history whose offset INFO shows
+        # (without one, Redis's INFO says 1); gone from +FULLRESYNC or a bad stream until the link is up
+        self.cached = cached
         self.task: asyncio.Task | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.last_io = time.time()
@@ -78,6 +81,7 @@ class MasterLink:
                     # diverge silently; ask for a full resync instead
                     log.warning("Bad stream from the master (%s): asking for a full resynchronization", exc)
                     self.full_resync = True
+                    self.cached = False  # (Redis does not cache a master that sent what it could not apply)
                 if self.state == "connected":
                     log.warning("Connection with master lost: %s", exc or type(exc).__name__)
                 else:
@@ -100,6 +104,7 @@ class MasterLink:
         log.info("Connecting to MASTER %s:%d", self.host, self.port)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), config["repl-timeout"])
         self.writer = writer
+        self.state = "handshake"  # Redis's ROLE from the first PING until PSYNC is answered
         log.info("MASTER <-> REPLICA sync started")
 
         async def call(*argv: bytes) -> bytes:
@@ -135,6 +140,7 @@ class MasterLink:
             _, new_id, new_offset = reply.split()
             log.info("Full resync from master: %s:%s", new_id.decode(), new_offset.decode())
             self.state = "sync"
+            self.cached = False  # Redis discards its cached master for a full sync
             data, leftover = await self._read_payload(reader)
             stream_db = self._load(data, new_id.decode(), int(new_offset))
             self.full_resync = False
@@ -158,6 +164,7 @@ class MasterLink:
                 server.loop.call_soon(replication.failover_refused)
             raise ReplicationError(f"Unexpected reply to PSYNC from master: {reply.decode(errors='replace')}")
         self.state = "connected"
+        self.cached = True
         self.last_io = time.time()
         if self.up_since is not None:  # a link that was up before: the time it was down counts
             self.disconnected += self.last_io - self.down_since
@@ -271,10 +278,15 @@ class MasterLink:
         cmd = server.commands.get(argv[0]) or server.lookup_command(argv[0])
         if cmd is None:
             raise ReplicationError(f"unknown command '{argv[0].decode(errors='replace')}' from the primary")
-        if not cmd.subcommands and client.multi is None and cmd.min_args <= len(argv) <= cmd.max_args:
-            reply = server.call(client, cmd, argv)  # what execute() would check cannot stop a loading client
-        else:
-            reply = server.execute(client, argv)
+        previous, Database.expiry = Database.expiry, "keep"  # the primary's commands find every key it has, its DELs too
+        try:
+            if not cmd.subcommands and client.multi is None and cmd.min_args <= len(argv) <= cmd.max_args:
+                reply = server.call(client, cmd, argv)  # what execute() would check cannot stop a loading client
+            else:
+                reply = server.execute(client, argv)
+        finally:
+            if Database.expiry == "keep":  # (unless the command changed the role)
+                Database.expiry = previous  # "hide": to this server's own clients a key past its TTL is missing
         if type(reply) is Error:
             log.warning("A command from the primary failed: %s (%s)", reply, b" ".join(argv[:3]).decode(errors="replace"))
 
@@ -305,6 +317,7 @@ class MasterLink:
     def info(self) -> list[tuple[str, object]]:
         server = self.server
         up = self.state == "connected"
+        offset = server.master_repl_offset if self.cached else 1  # Redis's default with no master nor cached master
         fields: list[tuple[str, object]] = [
             ("role", "slave"),
             ("master_host", self.host),
@@ -312,8 +325,8 @@ class MasterLink:
             ("master_link_status", "up" if up else "down"),
             ("master_last_io_seconds_ago", int(time.time() - self.last_io) if up else -1),
             ("master_sync_in_progress", 1 if self.state == "sync" else 0),
-            ("slave_read_repl_offset", server.master_repl_offset),
-            ("slave_repl_offset", server.master_repl_offset),
+            ("slave_read_repl_offset", offset),
+            ("slave_repl_offset", offset),
         ]
         if self.state == "sync":
             fields += [("master_sync_total_bytes", self.sync_bytes or -1), ("master_sync_read_bytes", self.sync_read)]
@@ -338,7 +351,7 @@ class MasterLink:
         return fields
 
     def role(self) -> list:
-        state = {"connected": b"connected", "sync": b"sync", "connecting": b"connecting"}.get(self.state, b"connect")
+        state = self.state.encode()
         return [b"slave", self.host.encode(), self.port, state, self.server.master_repl_offset if self.state == "connected" else -1]
 
 
@@ -348,11 +361,17 @@ def become_replica(server, host: str, port: int, failover: bool = False) -> None
     `failover`: FAILOVER's last step; our PSYNC asks the target, our replica, to take over first.
     """
     replication = server.replication
-    if replication.master is not None:
-        replication.master.stop()
+    previous = replication.master
+    if previous is not None:
+        previous.stop()
+        cached = previous.cached  # Redis keeps its master (cached) across REPLICAOF
+    elif server.config["replicaof"]:  # at startup (REPLICAOF names the primary in the config only after this)
+        cached = server.master_repl_offset > 0  # a snapshot's recorded history, else none (Redis's rsi)
+    else:
+        cached = True  # a primary turning replica caches itself (replicationCacheMasterUsingMyself)
     replication.disconnect_replicas()
     Database.expiry = "hide"  # a replica never expires keys by its own clock: the primary's DELs do
-    replication.master = MasterLink(server, host, port)
+    replication.master = MasterLink(server, host, port, cached)
     replication.master.failover = failover
     server.update_refusing()
     if server.loop is not None:

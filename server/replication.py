@@ -57,6 +57,11 @@ class ReplicaLink:
     def addr(self) -> str:
         return self.ip or self.client.addr.rsplit(":", 1)[0]
 
+    def lag(self, now: float) -> int:
+        """Seconds since its last ACK as Redis counts them: whole unix seconds (`unixtime - repl_ack_time`),
+        so min-replicas-max-lag, INFO's `lag=` and repl-timeout agree with each other and with Redis."""
+        return int(now) - int(self.ack_time)
+
 
 @dataclass(eq=False)
 class Failover:
@@ -308,7 +313,7 @@ class Replication:
         timeout = config["repl-timeout"]
         limits = _replica_limits(config)
         for link in list(self.replicas):
-            if link.state == "online" and now - link.ack_time > timeout:
+            if link.state == "online" and link.lag(now) > timeout:
                 log.warning("Disconnecting timedout replica: %s", link.client.addr)
                 link.client.kill()
                 continue
@@ -320,7 +325,7 @@ class Replication:
             self.backlog = None
             log.info("Replication backlog freed after %d seconds without connected replicas.", ttl)
         lag = config["min-replicas-max-lag"]
-        self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and now - link.ack_time <= lag)
+        self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and link.lag(now) <= lag)
         if self.master is not None:
             self.master.cron()
 
@@ -401,8 +406,9 @@ class Replication:
             fields.append(("min_slaves_good_slaves", self.good_replicas))
         now = time.time()
         for index, link in enumerate(self.replicas):
-            state = "online" if link.state == "online" else "wait_bgsave"
-            fields.append((f"slave{index}", f"ip={link.addr},port={link.port},state={state},offset={link.ack_offset},lag={int(now - link.ack_time)}"))
+            online = link.state == "online"
+            lag = link.lag(now) if online else 0  # Redis counts a lag only for an online replica
+            fields.append((f"slave{index}", f"ip={link.addr},port={link.port},state={'online' if online else 'wait_bgsave'},offset={link.ack_offset},lag={lag}"))
         backlog = self.backlog
         fields += [
             ("master_failover_state", self.failover.state if self.failover is not None else "no-failover"),

@@ -26,6 +26,7 @@ from .dirty import RULES as DIRTY_RULES
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
 from .maxmemory import MemoryMeter
+from .pause import may_replicate
 from .pubsub import KEY_MISS, PubSub
 from .slowlog import SlowLog
 from .slowlog import threshold_ns as slowlog_threshold
@@ -180,10 +181,13 @@ class Server:
                     raise ReplyError(DEBUG_NOT_ALLOWED)
             if self.refusing and not client.loading:
                 self.refuse(cmd, argv)
-            if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
-                raise ReplyError(
-                    f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
-                )
+            if client.restricted:
+                if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
+                    raise ReplyError(
+                        f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+                    )
+                if client.monitor and (cmd.write or "readonly" in cmd.flags or may_replicate(cmd)):
+                    raise ReplyError("ERR Replica can't interact with the keyspace")  # a monitor is a replica to Redis
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
@@ -248,6 +252,7 @@ class Server:
     def call(self, client, cmd: Command, argv: list[bytes]):
         """Run a resolved command; used by execute, EXEC and the loaders."""
         start = perf_counter_ns()
+        offset = self.master_repl_offset
         flags = self.pubsub.active  # notify-keyspace-events while anyone is subscribed
         notifying = flags and (cmd.write or flags & KEY_MISS)
         try:
@@ -289,6 +294,8 @@ class Server:
                 self.latency.add("fast-command" if "fast" in cmd.flags else "command", elapsed // 1_000_000)
         if client.db.expired:
             self.propagate_expired(client.db)
+        if self.master_repl_offset != offset:  # Redis's c->woff (what WAIT waits for): this command propagated, EXEC too
+            client.woff = self.master_repl_offset
         if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
             self.feed_monitors(client, cmd, argv)
         return result
@@ -636,8 +643,12 @@ class Server:
             return
         line = monitor_line(client, argv, time.time())
         for monitor in self.monitors:
-            if monitor is not client:
+            if monitor is not self.caller:
                 monitor.push_raw(line)
+            elif monitor.pushes is None:  # a monitor's own command: its line follows the reply, as in Redis
+                monitor.pushes = [line]
+            else:
+                monitor.pushes.append(line)
 
 
 def _unknown_command(argv: list[bytes]) -> str:

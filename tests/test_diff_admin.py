@@ -239,3 +239,32 @@ def test_idle_timeout_keeps_subscribers_replicas_monitors_and_blocked_clients(pa
                          "monitor": False, "blocked": False, "replica": False}  # fmt: skip
     assert closed[0] == closed[1]
     assert receivers == [3, 3]
+
+
+MONITOR_SCRIPT = [
+    ("SET", "k", "v"), ("MONITOR",), ("PING",), ("ECHO", "hi"), ("GET", "k"), ("SET", "k", "w"), ("XADD", "s", "*", "f", "v"),
+    ("XRANGE", "s", "-", "+"), ("PUBLISH", "ch", "m"), ("MULTI",), ("GET", "k"), ("EXEC",), ("CLIENT", "GETNAME"),
+    ("RESET",), ("GET", "k"), ("XLEN", "s"),
+]  # fmt: skip
+
+
+def monitor_session(port: int) -> list[bytes]:
+    """What a client that turned MONITOR gets for its own commands, stamps and addresses masked."""
+    conn = RawConn(port)
+    conn.call("DEL", "k", "s")
+    conn.send(b"".join(encode_command(*argv) for argv in MONITOR_SCRIPT))
+    out = conn.read_raw(until=b":0\r\n", timeout=5.0)
+    conn.close()
+    out = re.sub(rb"\+\d+\.\d+ \[0 127\.0\.0\.1:\d+\]", b"+<ts> [0 <addr>]", out)
+    return out.split(b"\r\n")
+
+
+def test_a_monitor_sees_its_own_commands_and_may_not_touch_the_keyspace(pair):
+    """Redis flags a monitor as a replica: reads, writes and PUBLISH get "Replica can't interact with the
+    keyspace" (in MULTI too, before queueing); its other commands run and it sees their lines after their
+    replies; RESET makes it an ordinary client again."""
+    millrace, redis = pair
+    ours, theirs = monitor_session(millrace.port), monitor_session(redis.port)
+    assert ours == theirs
+    assert theirs.count(b"-ERR Replica can't interact with the keyspace") == 6
+    assert theirs[-4:] == [b"$1", b"v", b":0", b""]  # RESET: an ordinary client again

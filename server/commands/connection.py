@@ -157,6 +157,7 @@ def reset(ctx, argv):
     ctx.no_touch = False
     if ctx.monitor:
         ctx.monitor = False
+        ctx.update_subscribed()
         if ctx in server.monitors:
             server.monitors.remove(ctx)
     return Simple(b"RESET")

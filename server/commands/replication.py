@@ -28,6 +28,8 @@ def _replicaof(ctx, argv):
 
     server = ctx.server
     replication = _replication(ctx)
+    if replication.failover is not None:  # before NO ONE too: the failover owns the role change
+        raise ReplyError("ERR REPLICAOF not allowed while failing over.")
     if argv[1].lower() == b"no" and argv[2].lower() == b"one":
         if replication.master is not None:
             become_primary(server)
@@ -35,15 +37,12 @@ def _replicaof(ctx, argv):
         return OK
     if ctx.replica is not None:
         raise ReplyError("ERR Command is not valid when client is a replica.")
-    try:
-        port = int(argv[2])
-    except ValueError:
-        port = -1
+    port = to_int(argv[2], "ERR Invalid master port")  # string2ll's rules: no spaces, '+', '_' or leading zeros
     if not 0 <= port <= 65535:
         raise ReplyError("ERR Invalid master port")
     host = argv[1].decode(errors="replace")
     master = replication.master
-    if master is not None and master.host == host and master.port == port:
+    if master is not None and master.host.encode().lower() == host.encode().lower() and master.port == port:  # strcasecmp
         return Simple(b"OK Already connected to specified master")
     become_replica(server, host, port)
     server.config.values["replicaof"] = server.config.values["slaveof"] = f"{host} {port}"
@@ -115,6 +114,15 @@ def replconf(ctx, argv):
     return OK
 
 
+def _request_acks(server, replication) -> None:
+    """REPLCONF GETACK * once this turn's commands ran (Redis sends it before sleeping): the GETACK
+    is not the caller's write, so it must not move the caller's woff (Server.call)."""
+    if server.loop is None:
+        replication.request_acks()
+    else:
+        server.loop.call_soon(replication.request_acks)
+
+
 def _wait_timeout(arg: bytes) -> int:
     timeout = to_int(arg, "ERR timeout is not an integer or out of range")
     if timeout < 0:
@@ -124,7 +132,8 @@ def _wait_timeout(arg: bytes) -> int:
 
 @command("wait", 3, "blocking", group="generic", summary="Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", since="3.0.0")
 def wait(ctx, argv):
-    """WAIT numreplicas timeout -> how many replicas acknowledged this connection's writes."""
+    """WAIT numreplicas timeout -> how many replicas acknowledged this connection's writes (up to its woff,
+    Redis's c->woff: a connection that never wrote is answered at once)."""
     server = ctx.server
     replication = _replication(ctx)
     if replication.master is not None:
@@ -134,14 +143,14 @@ def wait(ctx, argv):
         )
     wanted = to_int(argv[1])
     timeout = _wait_timeout(argv[2])
-    target = server.master_repl_offset
+    target = ctx.woff
 
     def count() -> int:
         return replication.acked(target)
 
     if count() >= wanted or ctx.multi is not None or ctx.in_exec:
         return count()
-    replication.request_acks()
+    _request_acks(server, replication)
     return Block([WAIT_KEY], timeout, lambda: (n if (n := count()) >= wanted else None), on_timeout=count)
 
 
@@ -161,9 +170,10 @@ def waitaof(ctx, argv):
     timeout = _wait_timeout(argv[3])
     if numlocal and server.aof is None:
         raise ReplyError("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
-    target = server.master_repl_offset
+    target = ctx.woff
     if server.aof is not None:
-        server.aof.sync()  # what this connection wrote is on disk now
+        server.aof.sync()  # rather than wait for the next fsync: what this connection wrote is on disk now
+    # Redis: fsynced_reploff >= c->woff; the sync made everything up to master_repl_offset (>= woff) durable
     local = 1 if server.aof is not None else 0
 
     def reply():
@@ -171,7 +181,7 @@ def waitaof(ctx, argv):
 
     if (local >= numlocal and reply()[1] >= wanted) or ctx.multi is not None or ctx.in_exec:
         return reply()
-    replication.request_acks()
+    _request_acks(server, replication)
     return Block([WAIT_KEY], timeout, lambda: (r if (r := reply())[1] >= wanted else None), on_timeout=reply)
 
 

@@ -89,6 +89,7 @@ def monitor(ctx, argv):
     if ctx.monitor:
         return NO_REPLY
     ctx.monitor = True
+    ctx.update_subscribed()  # a monitor may no longer touch the keyspace (Server.execute)
     ctx.server.monitors.append(ctx)
     return OK
 

@@ -234,7 +234,7 @@ def append(ctx, argv):
     value = db.lookup_type(key, ctx.server.now, bytes)
     if value is None:
         db.data[key] = argv[2]
-        return len(argv[2]), [[b"SET", key, argv[2]]]
+        return len(argv[2]), [[b"APPEND", key, argv[2]]]  # Redis's own form: a replica's event is `append` too
     length = len(value) + len(argv[2])
     if length > ctx.server.config["proto-max-bulk-len"]:
         raise ReplyError("ERR string exceeds maximum allowed size (proto-max-bulk-len)")

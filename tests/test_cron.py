@@ -1,0 +1,66 @@
+"""The periodic task (server/main.py's _cron): one failing task stops neither the others nor the next tick.
+
+A task that raises (a full disk under a rewrite, a bug) used to end the cron
+for good: no more active expiry, saves, fsyncs, replication pings or timeouts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from server import main
+
+
+class Loop:
+    def __init__(self) -> None:
+        self.scheduled: list = []
+
+    def call_later(self, delay, callback, *args) -> None:
+        self.scheduled.append((delay, callback, args))
+
+
+class Server:
+    def __init__(self) -> None:
+        self.config = {"hz": 10}
+        self.loop = Loop()
+
+    def clock(self) -> int:
+        return 1234
+
+
+def test_a_failing_task_stops_neither_the_others_nor_the_next_tick(monkeypatch, caplog):
+    ran = []
+
+    def full_disk(server, now):
+        raise OSError(28, "No space left on device")
+
+    def later(server, now):
+        ran.append(now)
+
+    monkeypatch.setattr(main, "CRON_TASKS", (full_disk, later))
+    server = Server()
+    with caplog.at_level(logging.ERROR):
+        main._cron(server)
+    assert ran == [1234]
+    assert server.loop.scheduled == [(0.1, main._cron, (server,))]
+    assert "full_disk" in caplog.text and "No space left on device" in caplog.text
+
+
+def test_the_next_tick_is_scheduled_even_when_the_clock_fails(monkeypatch):
+    server = Server()
+
+    def broken_clock():
+        raise RuntimeError("boom")
+
+    server.clock = broken_clock
+    try:
+        main._cron(server)
+    except RuntimeError:
+        pass
+    assert server.loop.scheduled == [(0.1, main._cron, (server,))]
+
+
+def test_every_periodic_task_is_in_the_list():
+    """Active expiry, stream housekeeping, measures, clients, persistence, replication, retention, refusals."""
+    names = [task.__name__ for task in main.CRON_TASKS]
+    assert names == ["_active_expire", "_streams", "_measure", "_clients", "_persistence", "_replication", "_retention", "_refusal"]
