@@ -37,15 +37,19 @@ Effects = list[list[bytes]]
 NOT_QUEUED = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 # Consumer-group bookkeeping Redis signals neither to WATCH nor to blocked readers
 # (t_stream.c calls no signalModifiedKey/signalKeyAsReady for XREADGROUP, XACK, XCLAIM...).
-QUIET_EFFECTS = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|createconsumer", "xgroup|delconsumer", "xsetid"})
+QUIET_EFFECTS = frozenset({
+    "xack", "xclaim", "xgroup|setid", "xgroup|createconsumer", "xgroup|delconsumer", "xsetid",
+    "xgroup|join", "xgroup|defer", "xgroup|undefer", "xgroup|leave",  # a KEYSHARED read's: no more a change than a plain read's
+})
 # Group changes that wake blocked readers (DESTROY releases XREADGROUP with NOGROUP) but are no
 # change to WATCH: Redis calls signalKeyAsReady, not signalModifiedKey, for them (XGROUP CREATE
 # touches WATCH only when MKSTREAM creates the key).
 READY_ONLY_EFFECTS = frozenset({"xgroup|create", "xgroup|destroy"})
 # Quiet effects that can end a KEYSHARED group's draining (issue 22): an acknowledgement, a claim, a
-# consumer deleted or a SETID frees entries a blocked reader of that group may now get, so they
-# wake its readers (no WATCH touch, as for any quiet effect). Their key is followed by the group.
-KEYSHARED_RELEASES = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|delconsumer"})
+# consumer deleted or leaving, a SETID, look-ahead room freed (UNDEFER) or a join that hands a hash
+# back frees entries a blocked reader of that group may now get, so they wake its readers (no WATCH
+# touch, as for any quiet effect). Their key is followed by the group.
+KEYSHARED_RELEASES = frozenset({"xack", "xclaim", "xgroup|setid", "xgroup|delconsumer", "xgroup|leave", "xgroup|undefer", "xgroup|join"})
 # What a RESP2 client with subscriptions may run (Redis's processCommand).
 SUBSCRIBED_CONTEXT = frozenset({"subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "ping", "quit", "reset"})
 BLOCKED = object()  # execute() result: the client is now waiting

@@ -300,10 +300,11 @@ class KeyShared:
 
     # -- configuration -------------------------------------------------------------
 
-    def lookahead_limit(self) -> int:
+    def lookahead_limit(self, joining: int = 0) -> int:
+        """The deferred set's bound: LOOKAHEAD, else Pulsar's per consumer x members (with `joining` more), capped."""
         if self.lookahead:
             return self.lookahead
-        return min(LOOKAHEAD_PER_CONSUMER * max(len(self.ring.members), 1), LOOKAHEAD_MAX)
+        return min(LOOKAHEAD_PER_CONSUMER * max(len(self.ring.members) + joining, 1), LOOKAHEAD_MAX)
 
     def hash_of(self, fields: list[bytes] | None) -> int:
         return sticky_hash(entry_key(fields, self.field))

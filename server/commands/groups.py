@@ -823,7 +823,7 @@ def xautoclaim(ctx, argv):
         effects.append(xclaim_effect(key, group_name, group, entry_id, pending))
     cursor = candidates[examined] if examined < len(candidates) else 0
     if group.keyshared is not None:
-        keyshared.pull_siblings(stream, group, consumer, candidates[:examined], key, group_name, now, justid, -1, claimed, effects, _entry_reply)
+        keyshared.pull_siblings(stream, group, consumer, candidates[:examined], key, group_name, now, justid, -1, claimed, effects, _entry_reply, deleted)
     effects.append(consumer_effect(key, group_name, consumer))
     return [format_id(cursor), claimed, deleted], effects
 
@@ -897,6 +897,8 @@ def full_groups(stream: Stream, count: int, exact: bool = False) -> list[Map]:
     reply = []
     for name, group in sorted(stream.groups.items()):
         entries_read, group_lag = xinfo_lag(stream, group, exact)
+        if group.keyshared is not None:  # its deferred entries are read by nobody yet
+            entries_read, group_lag = keyshared.lag_fields(stream, group, entries_read, group_lag, exact)
         pending = [
             [format_id(entry_id), entry.consumer.name if entry.consumer is not None else b"", entry.delivery_time, entry.delivery_count]
             for entry_id, entry in islice(group.pel.items(), limit)

@@ -82,10 +82,13 @@ def _group(ctx, key: bytes, name: bytes, keyshared: bool = True):
 
 
 def split_create_option(argv: list[bytes]) -> tuple[list[bytes], bytes | None]:
-    """XGROUP CREATE's argv without `KEYSHARED field` (anywhere after the ID), and the field."""
-    for i in range(5, len(argv) - 1):
-        if argv[i].upper() == b"KEYSHARED":
+    """XGROUP CREATE's argv without `KEYSHARED field` (among the options after the ID), and the field."""
+    i = 5
+    while i < len(argv) - 1:
+        option = argv[i].upper()
+        if option == b"KEYSHARED":
             return argv[:i] + argv[i + 2 :], argv[i + 1]
+        i += 2 if option == b"ENTRIESREAD" else 1  # ENTRIESREAD's value is no option
     return argv, None
 
 
@@ -358,7 +361,7 @@ def can_deliver(stream: Stream, group, name: bytes) -> bool:
     for entry_id, h in candidates:
         if not draining_elsewhere(h) and stream.get(entry_id) is not None:
             return True
-    room = state.lookahead_limit() - len(deferred)
+    room = state.lookahead_limit(0 if ring is state.ring else 1) - len(deferred)  # a read joins first
     held: set[int] = set()
     select, field, pel = ring.select, state.field, group.pel
     for entry_id, node, row in _new_entries(stream, group.last_id, 256):
@@ -771,9 +774,13 @@ def claimed_new(stream: Stream, group, entry_id: int, consumer) -> None:
     state.track(entry_id, state.hash_of(stream.get(entry_id)), consumer.name)
 
 
-def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, group_name: bytes, now: int, justid: bool, retry_count: int, replies: list, effects: list, entry_reply) -> None:
+def pull_siblings(
+    stream: Stream, group, consumer, claimed_ids, key: bytes, group_name: bytes, now: int, justid: bool, retry_count: int,
+    replies: list, effects: list, entry_reply, deleted: list | None = None,
+) -> None:
     """After a client's claim: every other pending entry of each claimed hash moves to the claimer too,
-    so no key is pending at two consumers (the reply may exceed COUNT; order is not promised)."""
+    so no key is pending at two consumers (the reply may exceed COUNT; order is not promised). A sibling
+    whose entry is gone leaves the PEL, listed in `deleted` (XAUTOCLAIM's third element) when given."""
     state = group.keyshared
     pel = group.pel
     hashes = {state.pel_hash[i] for i in claimed_ids if i in state.pel_hash and pel[i].consumer is consumer}
@@ -785,6 +792,8 @@ def pull_siblings(stream: Stream, group, consumer, claimed_ids, key: bytes, grou
         if stream.get(entry_id) is None:
             group.drop_pending(entry_id)
             effects.append([b"XACK", key, group_name, format_id(entry_id)])
+            if deleted is not None:
+                deleted.append(format_id(entry_id))
             continue
         pending = group.transfer(entry_id, pending, consumer)
         group.retime(entry_id, pending, now)  # every delivery-time change goes through retime (the CLAIM timeline)
@@ -862,17 +871,25 @@ def group_info(stream: Stream, group, fields: dict, exact: bool) -> None:
 
     With `stream-exact-lag yes` the lag has them already (storage/lag.py asks `held_back`)."""
     state = group.keyshared
+    fields[b"entries-read"], fields[b"lag"] = lag_fields(stream, group, fields[b"entries-read"], fields[b"lag"], exact)
     back = held_back(group, stream)
-    if back:
-        if fields[b"lag"] is not None and not exact:
-            fields[b"lag"] += back
-        if fields[b"entries-read"] is not None:
-            fields[b"entries-read"] = max(fields[b"entries-read"] - back, 0)
     draining = state.draining()
     fields[b"key-shared-field"] = state.field
     fields[b"deferred"] = back
     fields[b"draining-hashes"] = len(draining)
     fields[b"draining-unacked"] = sum(state.drain[h] for h in draining)
+
+
+def lag_fields(stream: Stream, group, entries_read: int | None, lag: int | None, exact: bool) -> tuple[int | None, int | None]:
+    """A KEYSHARED group's entries-read and lag (XINFO GROUPS, XINFO STREAM FULL): its deferred entries
+    are read by nobody yet. With `stream-exact-lag yes` the lag has them already (storage/lag.py)."""
+    back = held_back(group, stream)
+    if back:
+        if lag is not None and not exact:
+            lag += back
+        if entries_read is not None:
+            entries_read = max(entries_read - back, 0)
+    return entries_read, lag
 
 
 def consumer_info(group, name: bytes, fields: dict) -> None:
