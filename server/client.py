@@ -57,7 +57,7 @@ class Client(asyncio.Protocol):
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
-        "restricted",
+        "restricted", "watch_expired",
         "woff",
     )
 
@@ -105,6 +105,7 @@ class Client(asyncio.Protocol):
         self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
         self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run
         self.restricted = False  # subscribed or MONITOR: execute() filters its commands (no fast path)
+        self.watch_expired: set[tuple[int, bytes]] | None = None  # WATCHed keys already past their TTL then
         self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
         self.net_in = self.net_out = self.commands_processed = 0  # CLIENT LIST tot-net-in, tot-net-out, tot-cmds
         self.woff = 0  # Redis's c->woff: the stream offset after this client's last propagated write (WAIT, WAITAOF)
@@ -435,11 +436,16 @@ class Client(asyncio.Protocol):
         self.multi.append((cmd, argv))
         return QUEUED
 
-    def watch(self, key: bytes) -> None:
+    def watch(self, key: bytes, expired: bool = False) -> None:
+        """WATCH one key; `expired`: past its TTL already (Redis's wk->expired): its removal is no change."""
         entry = (self.db.id, key)
         if entry not in self.watched:
             self.watched.add(entry)
             self.server.watched.setdefault(entry, set()).add(self)
+            if expired:
+                if self.watch_expired is None:
+                    self.watch_expired = set()
+                self.watch_expired.add(entry)
 
     def unwatch(self) -> None:
         watched = self.server.watched
@@ -450,6 +456,7 @@ class Client(asyncio.Protocol):
                 if not clients:
                     del watched[entry]
         self.watched.clear()
+        self.watch_expired = None
         self.dirty_cas = False
 
     def kill(self) -> None:

@@ -184,7 +184,7 @@ class Server:
                 if debug_refused(client):
                     raise ReplyError(DEBUG_NOT_ALLOWED)
             if self.refusing and not client.loading:
-                self.refuse(cmd, argv)
+                self.refuse(cmd, argv, client)
             if client.restricted:
                 if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
                     raise ReplyError(
@@ -234,23 +234,32 @@ class Server:
             replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
         )
 
-    def refuse(self, cmd: Command, argv: list[bytes]) -> None:
-        """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN."""
-        if "denyoom" in cmd.flags and self.config["maxmemory"] and not self.memory_meter.admit(argv):
+    def refuse(self, cmd: Command, argv: list[bytes], client=None) -> None:
+        """Redis's processCommand checks while `refusing`, in its order: OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN.
+
+        EXEC is judged by what it queued (Redis's mstate flags): a write if any is, refused under OOM
+        if any may grow memory, on a stale replica if any may not run there."""
+        write, denyoom, stale = cmd.write, "denyoom" in cmd.flags, "stale" in cmd.flags
+        if cmd.name == "exec" and client is not None and client.multi:
+            ops = [op for op, _ in client.multi]
+            write = any(op.write for op in ops)
+            denyoom = any("denyoom" in op.flags for op in ops)
+            stale = all("stale" in op.flags for op in ops)
+        if denyoom and self.config["maxmemory"] and not self.memory_meter.admit(argv):
             raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
-        if self.disk_error is not None and (cmd.write or cmd.name == "ping"):
+        if self.disk_error is not None and (write or cmd.name == "ping"):
             raise ReplyError(self.disk_error)  # Redis refuses PING too
         replication = self.replication
         if replication is None:
             return
         config = self.config
         if replication.master is None:
-            if cmd.write and config["min-replicas-to-write"] and config["min-replicas-max-lag"] and replication.good_replicas < config["min-replicas-to-write"]:
+            if write and config["min-replicas-to-write"] and config["min-replicas-max-lag"] and replication.good_replicas < config["min-replicas-to-write"]:
                 raise ReplyError("NOREPLICAS Not enough good replicas to write.")
             return
-        if cmd.write and config["replica-read-only"]:
+        if write and config["replica-read-only"]:
             raise ReplyError("READONLY You can't write against a read only replica.")
-        if replication.master.state != "connected" and not config["replica-serve-stale-data"] and "stale" not in cmd.flags:
+        if replication.master.state != "connected" and not config["replica-serve-stale-data"] and not stale:
             raise ReplyError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.")
 
     def call(self, client, cmd: Command, argv: list[bytes]):
@@ -397,6 +406,10 @@ class Server:
         watchers = self.watched.get((db, key))
         if watchers:
             for client in watchers:
+                expired = client.watch_expired
+                if expired and (db, key) in expired and key not in self.keyspace.dbs[db].data:
+                    expired.discard((db, key))  # expired when watched, now removed: no change (Redis's touchWatchedKey)
+                    continue
                 client.dirty_cas = True
         self.blocking.touch(db, key)
 
@@ -445,11 +458,16 @@ class Server:
         self._exec_effects = []
 
     def end_exec(self) -> None:
-        """An EXEC's effects go out once, as one MULTI/EXEC, whatever databases they touched."""
+        """An EXEC's effects go out once, as one MULTI/EXEC, whatever databases they touched; a single
+        effect goes out alone, as Redis 7+ wraps only more than one (propagatePendingCommands)."""
         collected, self._exec_effects = self._exec_effects, None
         if not collected:
             return
         if all(db >= 0 for db, _ in collected):
+            if len(collected) == 1 and len(collected[0][1]) == 1:
+                if self.effect_listeners:
+                    self.propagate(*collected[0])
+                return
             if self.effect_listeners:
                 batch: Effects = [[b"MULTI"]]
                 for db, effects in collected:

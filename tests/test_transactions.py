@@ -279,7 +279,9 @@ def test_exec_refused_when_out_of_memory_with_denyoom_commands():
     client = Client(srv)
     srv.execute(client, [b"MULTI"])
     srv.execute(client, [b"SET", b"k", b"v"])
-    srv.oom = True  # memory went over maxmemory after the command was queued
+    srv.execute(Client(srv), [b"CONFIG", b"SET", b"maxmemory", b"1"])  # memory goes over maxmemory after the command was queued
+    srv.oom = True
+    srv.update_refusing()
     assert srv.execute(client, [b"EXEC"]) == Error(
         b"EXECABORT Transaction discarded because of: OOM command not allowed when used memory > 'maxmemory'.")
     assert client.multi is None and b"k" not in srv.keyspace[0].data

@@ -79,14 +79,17 @@ def set_(ctx, argv):
     db = ctx.db
     argc = len(argv)
     if argc == 3:
-        db.data[key] = argv[2]
-        if db.expires:
+        if db.expires and key in db.expires:
+            db.lookup(key, ctx.server.now)  # past its TTL: removed first (DEL, `expired`), as Redis's lookupKeyWrite
             db.expires.pop(key, None)
+        db.data[key] = argv[2]
         return OK, [argv]
     if argc == 5:  # SET key value EX|PX time: the common form with a TTL, without the option loop
         option = argv[3].upper()
         if option == b"EX" or option == b"PX":
             when = _expire_ms(ctx, argv[4], _EX if option == b"EX" else _PX, "set")
+            if key in db.expires:
+                db.lookup(key, ctx.server.now)  # (as above)
             db.data[key] = value = argv[2]
             db.expires[key] = when
             return OK, [[b"SET", key, value, b"PXAT", b"%d" % when]]
@@ -116,8 +119,8 @@ def set_(ctx, argv):
         old = value if flags & _GET else None
         if (flags & _NX and value is not None) or (flags & _XX and value is None):
             return old, []
-    elif flags & _KEEPTTL and db.expires:
-        db.lookup(key, ctx.server.now)  # a TTL already past goes with its key (Redis's setKey looks it up), not kept
+    elif db.expires and key in db.expires:
+        db.lookup(key, ctx.server.now)  # past its TTL: removed first, as Redis's lookupKeyWrite (KEEPTTL keeps no dead TTL)
     db.data[key] = argv[2]
     effect = [b"SET", key, argv[2]]
     if when is not None:

@@ -61,7 +61,8 @@ def _watched_key_expired(client) -> bool:
     server = client.server
     now = server.now
     dbs = server.keyspace.dbs
-    return any(dbs[db].is_expired(key, now) for db, key in client.watched)
+    before = client.watch_expired or ()
+    return any(dbs[db].is_expired(key, now) for db, key in client.watched if (db, key) not in before)
 
 
 @command("exec", 1, "noscript loading stale skip-slowlog", group="transactions", since="1.2.0",
@@ -71,9 +72,6 @@ def exec_(ctx, argv):
     queued = ctx.multi
     if queued is None:
         raise ReplyError("ERR EXEC without MULTI")
-    if ctx.server.oom and any("denyoom" in cmd.flags for cmd, _ in queued):
-        # Redis refuses such an EXEC before running it, as it would the command itself
-        raise ReplyError(exec_abort(ctx, "OOM command not allowed when used memory > 'maxmemory'."))
     if ctx.multi_error:
         discard_transaction(ctx)
         raise ReplyError("EXECABORT Transaction discarded because of previous errors.")
@@ -106,12 +104,8 @@ def watch(ctx, argv):
     if ctx.dirty_cas:
         return OK  # no point in watching: EXEC will fail anyway
     db, now = ctx.db, ctx.server.now
-    for key in argv[1:]:
-        db.lookup(key, now)  # a key already expired is removed now, not counted as a change later
-    if db.expired:
-        ctx.server.propagate_expired(db)
-    for key in argv[1:]:
-        ctx.watch(key)
+    for key in argv[1:]:  # a key already past its TTL is noted, not removed: its removal will be no change
+        ctx.watch(key, db.is_expired(key, now))
     return OK
 
 
