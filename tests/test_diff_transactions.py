@@ -176,3 +176,17 @@ def test_a_transaction_of_one_write_is_propagated_alone(pair):
         finally:
             conn.call("CONFIG", "SET", "appendonly", "no")
             conn.close()
+
+
+def test_each_exec_reply_is_in_the_protocol_it_was_made_in(pair):
+    """A HELLO queued in MULTI switches the protocol midway: the replies before it are RESP2, those after
+    (HELLO's own included) RESP3, as Redis writes each reply as it runs."""
+    for proc in pair:
+        conn = RawConn(proc.port)
+        conn.call("DEL", "nokey")
+        conn.send(b"MULTI\r\nGET nokey\r\nCONFIG GET maxclients\r\nHELLO 3\r\nGET nokey\r\nCONFIG GET maxclients\r\nEXEC\r\n")
+        out = conn.read_raw(until=b"%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n")
+        conn.close()
+        body = out.split(b"+QUEUED\r\n")[-1]
+        assert body.startswith(b"*5\r\n$-1\r\n*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n%7\r\n"), proc.name
+        assert body.endswith(b"_\r\n%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"), proc.name

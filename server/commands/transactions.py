@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from protocol.errors import ReplyError
-from protocol.reply import NULL_ARRAY, OK
+from protocol.reply import NULL_ARRAY, OK, Raw
 
 from ..command import command
 
@@ -82,16 +82,26 @@ def exec_(ctx, argv):
     server = ctx.server
     call = server.call
     replies = []
+    encoders = []  # the protocol each reply was made in: a queued HELLO switches it midway
     ctx.in_exec = True  # MULTI state stays visible (CLIENT INFO flags=x) while the queue runs
     server.begin_exec()
     try:
         for cmd, args in queued:
             replies.append(call(ctx, cmd, args))
+            encoders.append(ctx.encode)
     finally:
         ctx.in_exec = False
         discard_transaction(ctx)
         server.end_exec()
+    if any(encode is not ctx.encode for encode in encoders):  # each reply in its own protocol, as Redis writes them
+        replies = [Raw(b"".join(_encoded(reply, encode))) for reply, encode in zip(replies, encoders, strict=True)]
     return replies
+
+
+def _encoded(reply, encode) -> list[bytes]:
+    out: list[bytes] = []
+    encode(reply, out)
+    return out
 
 
 @command("watch", -2, "noscript loading stale fast allow-busy", keys=(1, -1, 1), group="transactions", since="2.2.0",
