@@ -8,7 +8,9 @@ increments that follow it, in order:
 
 The base is a snapshot (`aof-use-rdb-preamble yes`, our msgpack format, hence
 `.mpk`) or plain commands (`no`, `.aof`). Increments hold the normalized
-effects the server propagates, as RESP arrays, so any RESP tool can read them.
+effects the server propagates, as RESP arrays, so any RESP tool can read them,
+and with `aof-timestamp-enabled yes` a `#TS:<unix seconds>` annotation line
+before the first command of each second (Redis's; loaders skip `#` lines).
 This module knows files and bytes only: which commands they mean is the
 server's business (the loader replays them through the command table).
 """
@@ -24,14 +26,18 @@ from dataclasses import dataclass, field
 from hiredis import pack_command
 
 from protocol.errors import ProtocolError
-from protocol.reader import split_args
+from protocol.reader import INT_MAX, split_args
 
 from .snapshot import MAGIC as SNAPSHOT_MAGIC
 from .snapshot import fsync_dir
 
 BASE, INCR, HISTORY = "b", "i", "h"
-MAX_ARGS = 1 << 20  # a file's command count header is checked before it costs memory
-MAX_BULK = 1 << 32
+# What a client may send (protocol/reader.py: a count up to INT_MAX, a bulk up to proto-max-bulk-len,
+# at most LONG_MAX) is what the loader must take back. Neither costs memory before the bytes it
+# declares are in the file: arguments are collected as they are read, and a length past the file's
+# end is a truncated command.
+MAX_ARGS = INT_MAX
+MAX_BULK = 2**63 - 1
 
 
 class AofError(Exception):
@@ -40,6 +46,25 @@ class AofError(Exception):
     def __init__(self, path: str, offset: int, reason: str, truncated: bool = False) -> None:
         super().__init__(f"Bad file format reading the append only file '{path}' at offset {offset}: {reason}")
         self.path, self.offset, self.reason, self.truncated = path, offset, reason, truncated
+
+
+class EmptyManifestError(AofError):
+    """A manifest that exists but names no base or increment: Redis refuses to start (an empty
+    one), and starting anew would overwrite the base and append to the old increment, which the
+    next restart would then load back."""
+
+    def __init__(self, path: str, empty: bool) -> None:
+        super().__init__(path, 0, "Found an empty AOF manifest" if empty else "The AOF manifest names no base or incr file")
+
+    def __str__(self) -> str:
+        return f"*** FATAL AOF MANIFEST FILE ERROR *** {self.reason}: {self.path}"
+
+
+class ManifestWriteError(OSError):
+    """Writing the manifest failed; str() is Redis's log line for the step that did."""
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 # -- encoding ------------------------------------------------------------------
@@ -75,6 +100,9 @@ def parse_commands(data: bytes | mmap.mmap, path: str, start: int = 0, stop: int
 
     Raises AofError: truncated=True when the data ends inside a command (the
     only damage `aof-load-truncated` may repair), False for anything else.
+    A line starting with '#' where a command may start is an annotation
+    (`#TS:...`), skipped as Redis does; one cut before its newline is a torn
+    write, cut as a truncated command.
     """
     pos = start
     size = len(data) if stop is None else stop
@@ -98,6 +126,12 @@ def parse_commands(data: bytes | mmap.mmap, path: str, start: int = 0, stop: int
 
     while pos < size:
         begin = pos
+        if data[pos] == 35:  # '#'
+            eol = find(b"\n", pos, size)
+            if eol < 0:
+                raise AofError(path, begin, "truncated annotation", truncated=True)
+            pos = eol + 1
+            continue
         argc, pos = header(pos, begin, 42, 1, MAX_ARGS)  # '*'
         argv = []
         for _ in range(argc):
@@ -143,7 +177,7 @@ def valid_prefix(data: bytes | mmap.mmap, path: str) -> tuple[int, AofError | No
         return (in_multi_from if in_multi_from >= 0 else good), exc
     if in_multi_from >= 0:
         return in_multi_from, AofError(path, in_multi_from, "MULTI without EXEC", truncated=True)
-    return good, None
+    return len(data), None  # all of it, annotations after the last command too
 
 
 def is_snapshot(path: str) -> bool:
@@ -256,23 +290,39 @@ def incr_name(appendfilename: str, seq: int) -> str:
 
 
 def write_manifest(directory: str, appendfilename: str, manifest: Manifest) -> None:
-    """Replace the manifest atomically: temp file, fsync, rename, fsync of the directory."""
-    path = os.path.join(directory, manifest_name(appendfilename))
-    temp = os.path.join(directory, f"temp-{manifest_name(appendfilename)}")
-    with open(temp, "wb") as handle:
-        handle.write(manifest.render())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    fsync_dir(directory)
+    """Replace the manifest atomically: temp file, fsync, rename, fsync of the directory.
+
+    Raises ManifestWriteError naming the step that failed, in Redis's words."""
+    name = manifest_name(appendfilename)
+    path = os.path.join(directory, name)
+    temp = os.path.join(directory, f"temp-{name}")
+    step = f"Can't open the AOF manifest file temp-{name}"
+    try:
+        with open(temp, "wb") as handle:
+            step = f"Error trying to write the temporary AOF manifest file temp-{name}"
+            handle.write(manifest.render())
+            handle.flush()
+            step = f"Fail to fsync the temp AOF file temp-{name}"
+            os.fsync(handle.fileno())
+        step = f"Error trying to rename the temporary AOF manifest file temp-{name} into {name}"
+        os.replace(temp, path)
+        step = f"Fail to fsync AOF directory {os.path.basename(directory)}"
+        fsync_dir(directory)
+    except ManifestWriteError:
+        raise
+    except OSError as exc:
+        raise ManifestWriteError(exc.errno, f"{step}: {exc.strerror or exc}") from exc
 
 
 def read_manifest(directory: str, appendfilename: str) -> Manifest | None:
-    """The manifest in directory, or None if there is no AOF there."""
+    """The manifest in directory, or None if there is no AOF there (no such regular file, as
+    Redis's fileExist). One that names no base or increment raises EmptyManifestError."""
     path = os.path.join(directory, manifest_name(appendfilename))
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read(1 << 20)
-    except FileNotFoundError:
+    if not os.path.isfile(path):
         return None
-    return Manifest.parse(text, path)
+    with open(path, "rb") as handle:
+        text = handle.read(1 << 20)
+    manifest = Manifest.parse(text, path)
+    if not manifest.files:
+        raise EmptyManifestError(path, empty=not text)
+    return manifest

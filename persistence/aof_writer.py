@@ -7,15 +7,22 @@ covers every write of the turn (group commit) and no reply precedes it. Under
 `everysec` a background thread fsyncs about once a second; while one is still
 running, writes are postponed up to two seconds and then done anyway, so a
 slow disk delays the server as it delays Redis instead of growing a buffer.
+A failed write keeps the buffer for the next try, which may be in a new
+increment (a rewrite opens one), as Redis's aof_buf.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import threading
 import time
 
 from .aof import encode_batch
+
+log = logging.getLogger("millrace")
+WRITE_ERROR_LOG_EVERY = 30  # seconds between two logs of the same failing write (AOF_WRITE_LOG_ERROR_RATE)
 
 
 class AofWriter:
@@ -33,8 +40,16 @@ class AofWriter:
         self.postponed_since = 0.0
         self.delayed_fsync = 0  # INFO aof_delayed_fsync
         self._fsyncing: threading.Thread | None = None
+        self.timestamps = False  # aof-timestamp-enabled: a `#TS:<unix seconds>` line when the second changes
+        self._timestamp = 0
+        self._error_logged = float("-inf")
 
     def feed(self, batch: list[list[bytes]]) -> None:
+        if self.timestamps:
+            now = int(time.time())
+            if now > self._timestamp:  # Redis's genAofTimestampAnnotationIfNeeded
+                self._timestamp = now
+                self.buffer.append(b"#TS:%d\r\n" % now)
         self.buffer.append(encode_batch(batch))
 
     @property
@@ -48,7 +63,8 @@ class AofWriter:
         """Write the buffer (and fsync under `always`); False if a write failed (the buffer is kept).
 
         Raises OSError only under `always`, where the caller cannot go on: the
-        file is cut back to its last whole write first.
+        file is cut back to its last whole write first. `write_error` holds the
+        errno MISCONF reports (ENOSPC after a partial write, as Redis).
         """
         if not self.buffer:
             if policy == "always" and self.synced < self.size:
@@ -64,27 +80,60 @@ class AofWriter:
             self.delayed_fsync += 1  # the fsync takes too long: write anyway, as Redis does
         self.postponed_since = 0.0
         data = b"".join(self.buffer)
+        written = 0
         try:
-            written = 0
             view = memoryview(data)
             while written < len(data):
                 written += os.write(self.fd, view[written:])
         except OSError as exc:
-            if written:  # never leave half a command behind (Redis truncates the same way)
-                try:
-                    os.ftruncate(self.fd, self.size)
-                except OSError:
-                    pass
-            self.write_error = exc
+            self._failed(exc, data, written)
             if policy == "always":
-                raise
+                raise self.write_error from exc
             return False
         self.buffer = []
         self.size += len(data)
+        if self.write_error is not None:
+            log.info("AOF write error looks solved, Millrace can write again.")
         self.write_error = None
         if policy == "always":
             self._fsync_always()
         return True
+
+    def _failed(self, exc: OSError, data: bytes, written: int) -> None:
+        """As Redis's flushAppendOnlyFile: a write that failed outright reports its errno; one that
+        wrote part of the data reports ENOSPC, and the part is cut off again (never half a command)
+        or, if the file cannot be cut, kept and the rest left to write."""
+        now = time.monotonic()
+        quiet = now - self._error_logged < WRITE_ERROR_LOG_EVERY
+        if not quiet:
+            self._error_logged = now
+        if not written:
+            if not quiet:
+                log.warning("Error writing to the AOF file: %s", exc.strerror or exc)
+            self.write_error = exc
+            return
+        if not quiet:
+            log.warning("Short write while writing to the AOF file: (nwritten=%d, expected=%d)", written, len(data))
+        self.write_error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as cut:
+            if not quiet:
+                log.warning(
+                    "Could not remove short write from the append-only file.  Millrace may refuse to load the AOF the next time it starts.  ftruncate: %s",
+                    cut.strerror or cut,
+                )
+            self.size += written
+            self.buffer = [data[written:]]
+
+    def adopt(self, old: AofWriter, db: int) -> None:
+        """Take what a failed write left in old's buffer (Redis's aof_buf outlives the increment it
+        was meant for, so a new increment takes it); its commands were fed for database `db`."""
+        if old.buffer:
+            select = [encode_batch([[b"SELECT", str(db).encode()]])] if db >= 0 else []
+            self.buffer = select + old.buffer + self.buffer
+            self.write_error = old.write_error
+            self._error_logged = old._error_logged
 
     def _fsync_always(self) -> None:
         os.fsync(self.fd)

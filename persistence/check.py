@@ -67,6 +67,9 @@ def check_aof(target: str, fix: bool) -> int:
         except aoffile.AofError as exc:
             print(f"Invalid AOF manifest file format: {exc.reason} (offset {exc.offset})")
             return 1
+        if not manifest.files:
+            print(f"Invalid AOF manifest file format: {aoffile.EmptyManifestError(target, empty=not os.path.getsize(target)).reason}")
+            return 1
         paths = [os.path.join(directory, item.name) for item in manifest.files]
         print(f"Start checking Multi Part AOF: {len(paths)} files")
     else:

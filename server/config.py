@@ -29,7 +29,7 @@ class ConfigError(ValueError):
 
 _STRING2LL = re.compile(r"0|-?[1-9][0-9]*")  # Redis's string2ll: no sign '+', spaces or leading zeros
 _MEMORY = re.compile(r"([0-9]*)([a-zA-Z]*)")
-_SAVE_NUMBER = re.compile(r"\+?[0-9]+")  # strtoll over the whole word: a sign '+' and leading zeros pass
+_STRTOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)|")  # strtoll reaching the word's end (no digits at all: 0)
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -124,6 +124,7 @@ class Param:
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
     listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
+    hidden: bool = False  # Redis's HIDDEN_CONFIG: CONFIG GET answers its exact name, never a pattern
     normalize: Callable[[object], object] | None = None  # Redis's own check or stored form, after the kind's parse
     merge: Callable[[object, object], object] | None = None  # the stored value from the current one and a new one
 
@@ -431,6 +432,7 @@ def _compat_params() -> None:
 
 
 _compat_params()
+PARAMS["aof-disable-auto-gc"].hidden = True
 # Redis's other names of the same settings (config.c's alias): one value, set or read by either name.
 for _name, _alias in (
     ("hash-max-listpack-entries", "hash-max-ziplist-entries"),
@@ -491,12 +493,27 @@ def _parse_kind(param: Param, raw: str) -> object:
             raise ConfigError(f"argument must be between {param.low} and {param.high} inclusive")
         return value
     if kind == "save":
-        # Split on single spaces (MULTI_ARG_CONFIG); each a whole non-negative strtoll number ("01", "+1" too)
-        words = raw.split(" ") if raw else []
-        if len(words) % 2 or not all(_SAVE_NUMBER.fullmatch(w) for w in words):
-            raise ConfigError("Invalid save parameters")
-        return " ".join(str(int(w)) for w in words)
+        return _save_params(raw)
     return raw
+
+
+def _save_params(raw: str) -> str:
+    """Redis's setConfigSaveOption: words split on single spaces (MULTI_ARG_CONFIG), in pairs, each
+    a whole strtoll number ("01", "+1", "-0" pass), seconds at least 1 and changes at least 0; stored
+    as Redis prints them (`%jd %d`: changes are a C int)."""
+    words = raw.split(" ") if raw else []
+    if len(words) % 2:
+        raise ConfigError("Invalid save parameters")
+    numbers = []
+    for index, word in enumerate(words):
+        match = _STRTOLL.fullmatch(word)
+        if match is None:
+            raise ConfigError("Invalid save parameters")
+        value = max(-LLONG_MAX - 1, min(LLONG_MAX, int(match[1]))) if match[1] else 0  # strtoll saturates
+        if value < (0 if index % 2 else 1):
+            raise ConfigError("Invalid save parameters")
+        numbers.append(value if index % 2 == 0 else (value + 2**31) % 2**32 - 2**31)
+    return " ".join(map(str, numbers))
 
 
 def _no_tls(name: str, value: object, off: object) -> object:
@@ -663,7 +680,7 @@ class Config:
         if not is_glob(pattern):  # Redis: no glob character, an exact name or nothing
             return {}
         match = compile_pattern(pattern.encode("utf-8", "surrogateescape"), nocase=True)  # Redis's stringmatch, nocase
-        return {name: self.format(name) for name in PARAMS if match(name.encode())}
+        return {name: self.format(name) for name, param in PARAMS.items() if not param.hidden and match(name.encode())}
 
     def format(self, name: str) -> str:
         value, param = self.values[name], PARAMS[name]
@@ -708,19 +725,38 @@ class Config:
                 parsed.append((param, value))
             except ConfigError as exc:
                 raise _invalid(name, str(exc)) from None
+        previous: list[tuple[Param, object]] = []
         for param, value in parsed:
-            self._store(param, value)
+            previous.append((param, self.values[param.name]))
+            try:
+                self._store(param, value)
+            except ConfigError as exc:  # a listener could not apply it (Redis's apply functions): undo them all
+                for undone, old in reversed(previous):
+                    self._put(undone, old)
+                    self._notify(undone, old, quiet=True)
+                raise _invalid(param.name, str(exc)) from None
 
     def _store(self, param: Param, value: object) -> None:
         if param.merge is not None:  # a value that sets part of the parameter (client-output-buffer-limit)
             value = param.merge(self.values[param.name], value)
+        self._put(param, value)
+        self._notify(param, value)
+
+    def _put(self, param: Param, value: object) -> None:
         self.values[param.name] = value
         if param.alias:
             self.values[param.alias] = value
         if param.name.startswith("stream-node-max-"):
             self.stream_node_limits = (self.values["stream-node-max-entries"], self.values["stream-node-max-bytes"])
+
+    def _notify(self, param: Param, value: object, quiet: bool = False) -> None:
+        """Tell the listeners; one may refuse with ConfigError (an undo, `quiet`, goes on regardless)."""
         for listener in self.listeners:
-            listener(param.name, value)
+            try:
+                listener(param.name, value)
+            except ConfigError:
+                if not quiet:
+                    raise
 
     def changed(self) -> dict[str, str]:
         """Parameters whose value differs from the default, as CONFIG REWRITE writes them."""

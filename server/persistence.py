@@ -7,11 +7,14 @@ they are written and read: load at start-up, the `save` schedule and
 serving), the AOF buffer flushed before each loop turn's replies, MISCONF
 when the disk fails, and INFO persistence. Loading replays increments through
 the command table with a `LoadingClient`: no command has a second
-implementation here.
+implementation here. A disk that refuses (full, read-only, a directory where
+a file belongs) is logged in Redis's words and never raised out of the cron
+or a command: at start-up it ends the process, as Redis exits.
 """
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
@@ -24,11 +27,13 @@ from dataclasses import dataclass
 from persistence import aof as aoffile
 from persistence import snapshot
 from persistence.aof_writer import AofWriter
+from protocol.errors import ReplyError
 from protocol.reply import Error
 from storage.keyspace import Database
 
 from .client import LoadingClient
 from .commands.idmp import register_loaded as idmp_register_loaded
+from .config import ConfigError
 from .fork import fork, reap
 from .keyshared_sessions import register_loaded as keyshared_register_loaded
 
@@ -40,12 +45,17 @@ RDB_ERROR = (
     "errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). "
     "Please check the Redis logs for details about the RDB error."
 )
+REWRITE_FAILED = "ERR Can't execute an AOF background rewriting. Please check the server logs for more information."
 BGSAVE_RETRY_DELAY = 5  # CONFIG_BGSAVE_RETRY_DELAY: seconds between tries after a failed BGSAVE
 AOF_REWRITE_RETRY_DELAY = 60
 
 
 class LoadError(Exception):
     """A data file the server must not start with: the message says which file, where and why."""
+
+
+class DiskError(Exception):
+    """A file or directory the disk refuses; args are Redis's log lines for it."""
 
 
 @dataclass
@@ -82,6 +92,7 @@ class Persistence:
         self.aof_last_rewrite_try = 0.0
         self.aof_new_incr: str | None = None  # the increment opened when the running rewrite began
         self.aof_waiting_rewrite = False  # appendonly turned on: the first base is being written
+        self._file_db = -1  # the database the open increment is in after its last whole write (-1: none yet)
 
     # -- wiring ------------------------------------------------------------------
 
@@ -98,10 +109,13 @@ class Persistence:
     def _config_changed(self, name: str, value) -> None:
         if name in ("stop-writes-on-bgsave-error", "save"):
             self._update_refusal()
-        if name == "appendonly" and self.server.loop is not None:
-            if value and self.aof is None:
-                self.start_aof()
-            elif not value and self.aof is not None:
+        elif name == "aof-timestamp-enabled" and self.aof is not None:
+            self.aof.timestamps = value
+        elif name == "appendonly" and self.server.loop is not None:
+            if value and self.aof is None and not self.aof_waiting_rewrite:
+                if not self.start_aof():
+                    raise ConfigError("Unable to turn on AOF. Check server logs.")  # CONFIG SET puts appendonly back
+            elif not value and (self.aof is not None or self.aof_waiting_rewrite):
                 self.stop_aof()
 
     @property
@@ -164,20 +178,25 @@ class Persistence:
                 log.info("Removed the stale temporary file %s", os.path.join(directory, name))
 
     def load_at_startup(self) -> None:
-        """Load the AOF (appendonly yes) or else the snapshot; exit as Redis does on a bad file."""
+        """Load the AOF (appendonly yes) or else the snapshot; exit 1 as Redis does on a bad file, or
+        on a disk that refuses one (a start-up hook: an OSError out of it would read as a failure to
+        listen)."""
         self.remove_stale_temp_files()
         start = time.monotonic()
         try:
             if self.config["appendonly"]:
                 self._open_aof_at_startup()
-            elif os.path.exists(self.snapshot_path):
-                self.load_snapshot(self.snapshot_path)
-                log.info("DB loaded from disk: %.3f seconds", time.monotonic() - start)
+            else:
+                self._read_manifest()  # Redis reads it whatever appendonly says, and refuses a bad one
+                if os.path.exists(self.snapshot_path):
+                    self._load_snapshot_at_startup()
+                    log.info("DB loaded from disk: %.3f seconds", time.monotonic() - start)
+        except DiskError as exc:
+            _exit(*exc.args)
         except (LoadError, snapshot.SnapshotError, aoffile.AofError) as exc:
-            log.critical("%s", exc)
-            log.critical("Fatal error loading the DB, check server logs. Exiting.")
-            sys.stdout.flush()
-            os._exit(1)
+            _exit(str(exc), "Fatal error loading the DB, check server logs. Exiting.")
+        except OSError as exc:  # a refusal no step above names
+            _exit(f"Fatal error loading the DB: {exc}", "Exiting.")
         if not self.config["appendonly"]:
             self.server.dirty = 0  # an AOF's replayed changes stay counted, as in Redis (its save points see them)
         self._update_refusal()
@@ -235,14 +254,23 @@ class Persistence:
             server.replication.replid2 = loaded.replid
             server.replication.second_offset = loaded.repl_offset + 1
 
+    def _load_snapshot_at_startup(self) -> None:
+        try:
+            self.load_snapshot(self.snapshot_path)
+        except OSError as exc:
+            name, reason = self.config["dbfilename"], exc.strerror or exc
+            if exc.errno == errno.EISDIR:  # Redis opens it, and its first read fails
+                raise DiskError("Short read or OOM loading DB. Unrecoverable error, aborting now.", f"Error reading {name}: {reason}") from None
+            raise DiskError(f"Fatal error: can't open the RDB file {name} for reading: {reason}", "Fatal error loading the DB, check server logs. Exiting.") from None
+
     def _open_aof_at_startup(self) -> None:
-        os.makedirs(self.aof_dir, exist_ok=True)
-        manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"])
-        if manifest is None or not manifest.files:
+        manifest = self._read_manifest()
+        if manifest is None:
+            self._create_aof_dir()
             if os.path.exists(self.snapshot_path):
                 # Redis would start empty here and lose the snapshot; keeping it is the safer reading
                 log.warning("No AOF found: loading %s and writing the first AOF base from it", self.snapshot_path)
-                self.load_snapshot(self.snapshot_path)
+                self._load_snapshot_at_startup()
             self.manifest = aoffile.Manifest()
             self._write_base_now()
             return
@@ -251,10 +279,43 @@ class Persistence:
         self.load_aof(manifest)
         log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - start)
         if not manifest.incrs:
-            self._open_incr()
+            self._open_incr("on server start")
         else:
-            self._attach_writer(manifest.incrs[-1].name)
+            name = manifest.incrs[-1].name
+            try:
+                self._attach_writer(name)
+            except OSError as exc:
+                raise DiskError(f"Can't open the append-only file {name}: {exc.strerror or exc}") from None
         self.aof_base_size = self._aof_size()
+
+    def _create_aof_dir(self) -> None:
+        """Redis's dirCreateIfMissing; DiskError with its log line."""
+        try:
+            os.mkdir(self.aof_dir, 0o755)
+        except FileExistsError:
+            if os.path.isdir(self.aof_dir):
+                return
+            reason = os.strerror(errno.ENOTDIR)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+        else:
+            return
+        raise DiskError(f"Can't open or create append-only dir {self.config['appenddirname']}: {reason}")
+
+    def _read_manifest(self) -> aoffile.Manifest | None:
+        """The manifest on disk, None if there is no AOF; AofError if it is malformed or names no
+        file, DiskError if it cannot be read."""
+        try:
+            return aoffile.read_manifest(self.aof_dir, self.config["appendfilename"])
+        except OSError as exc:
+            name = aoffile.manifest_name(self.config["appendfilename"])
+            raise DiskError(f"Fatal error: can't open the AOF manifest {name} for reading: {exc.strerror or exc}") from None
+
+    def _write_manifest(self) -> None:
+        try:
+            aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], self.manifest)
+        except OSError as exc:  # a ManifestWriteError: Redis's line for the step that failed
+            raise DiskError(str(exc)) from None
 
     def load_aof(self, manifest: aoffile.Manifest) -> None:
         """Load the base, then replay each increment through the command table."""
@@ -271,11 +332,14 @@ class Persistence:
                 path = os.path.join(self.aof_dir, item.name)
                 if not os.path.exists(path):
                     raise LoadError(f"The AOF file {item.name} doesn't exist")
-                if item.type == aoffile.BASE and aoffile.is_snapshot(path):
-                    self.load_snapshot(path, aof_preamble=True)
-                    server.loading = True
-                else:
-                    self._replay(path, last=index == len(files) - 1)
+                try:
+                    if item.type == aoffile.BASE and aoffile.is_snapshot(path):
+                        self.load_snapshot(path, aof_preamble=True)
+                        server.loading = True
+                    else:
+                        self._replay(path, last=index == len(files) - 1)
+                except OSError as exc:
+                    raise LoadError(f"Unrecoverable error reading the append only file {item.name}: {exc.strerror or exc}") from None
         finally:
             gc.enable()
             Database.expiry = previous
@@ -318,10 +382,23 @@ class Persistence:
         return total
 
     def _attach_writer(self, name: str) -> None:
-        if self.aof is not None:
-            self.aof.sync()
-            self.aof.close()
-        self.aof = AofWriter(os.path.join(self.aof_dir, name))
+        """Appends go to increment `name` from now on. What the previous file could not take (a full
+        disk) goes to this one first, as Redis's aof_buf outlives its file."""
+        writer = AofWriter(os.path.join(self.aof_dir, name))
+        writer.timestamps = self.config["aof-timestamp-enabled"]
+        old = self.aof
+        if old is not None:
+            if old.path == writer.path:  # the temporary increment, emptied for a new rewrite whose base holds it all
+                old.buffer = []
+            else:
+                try:
+                    old.sync()
+                except OSError:
+                    pass  # logged by the writer; its buffer moves on
+                writer.adopt(old, self._file_db)
+            old.close()
+        self.aof = writer
+        self._file_db = -1
         server = self.server
         server.aof = self.aof
         server._propagated_db = -1  # every increment starts with its own SELECT (a loader starts in db 0)
@@ -331,32 +408,51 @@ class Persistence:
     def feed(self, batch: list[list[bytes]]) -> None:
         self.aof.feed(batch)
 
-    def _open_incr(self) -> str:
-        """Start a new increment. It is listed in the manifest before anything is written to it,
-        except while appendonly is being turned on: until the first base exists, the writes go to
-        a temporary increment that only the finished rewrite names (Redis's temp INCR)."""
+    def _open_incr(self, when: str = "on background rewrite") -> str:
+        """Start a new increment (Redis's openNewIncrAofForAppend). It is listed in the manifest before
+        anything is written to it, except while appendonly is being turned on: until the first base
+        exists, the writes go to a temporary increment that only the finished rewrite names (Redis's
+        temp INCR). DiskError, with nothing changed, if the file or the manifest cannot be written."""
         manifest = self.manifest
+        item = None
         if self.aof_waiting_rewrite:
             name = f"temp-{aoffile.incr_name(self.config['appendfilename'], 0)}"
-            open(os.path.join(self.aof_dir, name), "wb").close()
         else:
             seq = manifest.next_seq(aoffile.INCR)
             name = aoffile.incr_name(self.config["appendfilename"], seq)
-            open(os.path.join(self.aof_dir, name), "ab").close()
-            manifest.incrs.append(aoffile.AofFile(name, seq, aoffile.INCR))
-            aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
-        self._attach_writer(name)
+            item = aoffile.AofFile(name, seq, aoffile.INCR)
+        path = os.path.join(self.aof_dir, name)
+        try:
+            open(path, "wb").close()  # O_TRUNC, as Redis: nothing a manifest names is ever under this name
+        except OSError as exc:
+            raise DiskError(f"Can't open the append-only file {name}: {exc.strerror or exc}") from None
+        if item is not None:
+            manifest.incrs.append(item)
+            try:
+                self._write_manifest()
+            except DiskError:
+                manifest.incrs.pop()
+                _unlink(path)
+                raise
+            log.info("Creating AOF incr file %s %s", name, when)
+        try:
+            self._attach_writer(name)
+        except OSError as exc:
+            raise DiskError(f"Can't open the append-only file {name}: {exc.strerror or exc}") from None
         return name
 
     def _write_base_now(self) -> None:
         """The first base of a new AOF, written in the foreground (start-up), then its first increment."""
         name = self._base_name(self.manifest.next_seq(aoffile.BASE))
         path = os.path.join(self.aof_dir, name)
-        self._write_base(path)
+        try:
+            self._write_base(path)
+        except OSError as exc:
+            raise DiskError(_rewrite_error(exc)) from None
         self.manifest.base = aoffile.AofFile(name, self.manifest.next_seq(aoffile.BASE), aoffile.BASE)
-        self._open_incr()
-        self.aof_base_size = self._aof_size()
         log.info("Creating AOF base file %s on server start", name)
+        self._open_incr("on server start")
+        self.aof_base_size = self._aof_size()
 
     def _base_name(self, seq: int) -> str:
         return aoffile.base_name(self.config["appendfilename"], seq, self.config["aof-use-rdb-preamble"])
@@ -371,42 +467,69 @@ class Persistence:
 
             write_command_base(path, server.keyspace)
 
-    def start_aof(self) -> None:
-        """CONFIG SET appendonly yes: a rewrite writes the first base; effects go to a new increment meanwhile."""
-        os.makedirs(self.aof_dir, exist_ok=True)
-        self.manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"]) or aoffile.Manifest()
+    def start_aof(self) -> bool:
+        """CONFIG SET appendonly yes (Redis's startAppendOnly): a rewrite writes the first base; effects go
+        to a new increment meanwhile. False, logged and undone, if the rewrite cannot start."""
         self.aof_waiting_rewrite = True
-        if self.child is not None:
-            if self.child.kind == "aof":
-                self._kill_child()
-            else:
+        try:
+            self.manifest = self._read_manifest() or aoffile.Manifest()
+        except (DiskError, aoffile.AofError) as exc:
+            log.warning("%s", " ".join(map(str, exc.args)) if isinstance(exc, DiskError) else exc)
+            started = False
+        else:
+            if self.child is not None and self.child.kind != "aof":
                 self.rewrite_scheduled = True
-                return
-        self.rewrite()
+                log.info("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.")
+                return True
+            if self.child is not None:
+                log.info("AOF was enabled but there is already an AOF rewriting in background. Stopping background AOF and starting a rewrite now.")
+                self._kill_child()
+            started = self.start_rewrite()
+        if not started:
+            log.warning("Millrace needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error.")
+            self.aof_last_bgrewrite_status = "err"
+            self.stop_aof()
+            self.manifest = None
+        return started
 
     def stop_aof(self) -> None:
-        """CONFIG SET appendonly no: flush, close, stop a rewrite in progress."""
+        """CONFIG SET appendonly no (Redis's stopAppendOnly): flush, close, stop a rewrite in progress."""
         if self.child is not None and self.child.kind == "aof":
             self._kill_child()
-        if self.aof is not None:
-            self.aof.sync()
-            self.aof.close()
-        self.server.effect_listeners.remove(self.feed)
+        aof = self.aof
+        if aof is not None:
+            try:
+                aof.sync()
+            except OSError:
+                pass  # logged by the writer; Redis drops what it could not write, as here
+            aof.close()
+            if self.aof_waiting_rewrite:  # the temporary increment: no manifest names it
+                _unlink(aof.path)
+        if self.feed in self.server.effect_listeners:
+            self.server.effect_listeners.remove(self.feed)
         self.aof = self.server.aof = None
         self.aof_waiting_rewrite = False
+        self.rewrite_scheduled = False
+        self.aof_new_incr = None
         self._update_refusal()
 
     # -- saving --------------------------------------------------------------------
 
     def save(self) -> bool:
-        """SAVE: write the snapshot in the foreground."""
+        """A save in the foreground: SAVE, and the saves of FLUSHALL, SHUTDOWN and DEBUG RELOAD. As
+        Redis's rdbSave, a failure is logged and leaves rdb_last_bgsave_status alone (only a BGSAVE
+        sets it, so only a BGSAVE's failure refuses writes); a success sets it ok."""
         server = self.server
         try:
             snapshot.write(self.snapshot_path, snapshot.keyspace_dbs(server.keyspace), server.snapshot_header())
         except OSError as exc:
-            log.warning("Failed opening the temp RDB file for saving: %s", exc.strerror or exc)
-            self.lastbgsave_status = "err"
-            self._update_refusal()
+            reason = exc.strerror or exc
+            if exc.filename2 is not None:
+                log.warning("Error moving temp DB file %s on the final destination %s (in server root dir %s): %s", os.path.basename(exc.filename), self.config["dbfilename"], self.dir, reason)
+            elif exc.filename is not None:
+                log.warning("Failed opening the temp RDB file %s (in server root dir %s) for saving: %s", os.path.basename(exc.filename), self.dir, reason)
+            else:
+                log.warning("Write error saving DB on disk: %s", reason)
             return False
         log.info("DB saved on disk")
         server.dirty = 0
@@ -417,13 +540,32 @@ class Persistence:
 
     def flushall_save(self) -> None:
         """FLUSHALL with save points: stop a BGSAVE of the old data and save the empty dataset."""
-        if self.child is not None and self.child.kind == "rdb":
-            self._kill_child()
+        self._stop_bgsave_for_flushall()
         self.save()
 
-    def bgsave(self) -> None:
+    def _watch_flushall(self, batch: list[list[bytes]]) -> None:
+        """An effect listener while a BGSAVE child runs: any FLUSHALL stops it, as Redis's
+        flushAllDataAndResetRDB kills the RDB child (its snapshot would bring the flushed keys back
+        at the next start). A rewrite child goes on, as in Redis: the AOF holds the FLUSHALL."""
+        for argv in batch:
+            if argv[0].upper() == b"FLUSHALL":
+                self._stop_bgsave_for_flushall()
+                return
+
+    def _stop_bgsave_for_flushall(self) -> None:
+        child = self.child
+        if child is None or child.kind != "rdb":
+            return
+        self._kill_child()
+        log.warning("Background saving terminated by signal %d", signal.SIGUSR1)
+        self.last_bgsave_time_sec = int(time.time() - child.started)  # status stays ok: SIGUSR1 is no error
+
+    def start_bgsave(self) -> bool:
+        """Fork a child that writes the snapshot (Redis's rdbSaveBackground); False, logged, if the
+        fork fails (rdb_last_bgsave_status err, as Redis)."""
         server = self.server
         self.lastbgsave_try = time.time()
+        self.rdb_saves += 1  # counted before the fork, as Redis (a SAVE counts too; FLUSHALL's and RELOAD's do not)
         keyspace = snapshot.keyspace_dbs(server.keyspace)
         path = self.snapshot_path
         header = server.snapshot_header()
@@ -431,35 +573,80 @@ class Persistence:
         def work() -> None:
             snapshot.write(path, keyspace, header)
 
-        self._fork("rdb", path, work)
-        self.rdb_saves += 1  # counted when the child starts, as Redis (a SAVE counts too; FLUSHALL's and RELOAD's do not)
+        try:
+            self._fork("rdb", path, work)
+        except OSError as exc:
+            self.lastbgsave_status = "err"
+            log.warning("Can't save in background: fork: %s", exc.strerror or exc)
+            return False
         log.info("Background saving started by pid %d", self.child.pid)
+        return True
+
+    def bgsave(self) -> None:
+        """BGSAVE: Redis replies a bare ERR when the fork fails (the reason is in the log)."""
+        if not self.start_bgsave():
+            raise ReplyError("ERR")
+
+    def start_rewrite(self) -> bool:
+        """Start a rewrite (Redis's rewriteAppendOnlyFileBackground): a child writes the new base; a new
+        increment takes the writes made meanwhile, and what the old one could not take (a full disk).
+        False, logged, if it cannot start; never raises (the cron and CONFIG SET call it too)."""
+        self.aof_last_rewrite_try = time.time()
+        try:
+            self._create_aof_dir()
+            if self.manifest is None:  # appendonly no: Redis still writes the AOF's base (and no increment)
+                self.manifest = self._read_manifest() or aoffile.Manifest()
+            if self.aof is not None and not self.aof_waiting_rewrite:
+                try:
+                    self.aof.sync()  # Redis's flushAppendOnlyFile(1): a failure is logged, and the rewrite goes on
+                except OSError:
+                    # The increment refuses writes (a full disk). What it could not take goes to an
+                    # increment of its own: the new base holds it too, so a successful rewrite makes that
+                    # one history (Redis writes it at the head of the new increment, where it is applied
+                    # twice, after the base); a failed rewrite keeps it in the chain.
+                    self._open_incr()
+                    try:
+                        self.aof.sync()
+                    except OSError:
+                        pass  # then the new increment takes it, as Redis's
+            if self.aof is not None or self.aof_waiting_rewrite:
+                self.aof_new_incr = self._open_incr()
+        except (DiskError, aoffile.AofError) as exc:
+            log.warning("%s", " ".join(map(str, exc.args)) if isinstance(exc, DiskError) else exc)
+            self.aof_last_bgrewrite_status = "err"
+            return False
+        self.aof_rewrites += 1  # counted before the fork, as Redis
+        temp = os.path.join(self.aof_dir, f"temp-rewriteaof-bg-{os.getpid()}.aof")
+        try:
+            self._fork("aof", temp, lambda: self._write_base(temp))
+        except OSError as exc:
+            self.aof_last_bgrewrite_status = "err"
+            log.warning("Can't rewrite append only file in background: fork: %s", exc.strerror or exc)
+            return False
+        log.info("Background append only file rewriting started by pid %d", self.child.pid)
+        return True
 
     def rewrite(self) -> None:
-        """BGREWRITEAOF: a child writes the new base; a new increment takes the writes made meanwhile."""
-        self.aof_last_rewrite_try = time.time()
-        os.makedirs(self.aof_dir, exist_ok=True)
-        if self.manifest is None:  # appendonly no: Redis still writes the AOF's base (and no increment)
-            self.manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"]) or aoffile.Manifest()
-        if self.aof is not None:
-            self.aof.sync()
-            self.aof_new_incr = self._open_incr()
-        elif self.aof_waiting_rewrite:
-            self.aof_new_incr = self._open_incr()
-        temp = os.path.join(self.aof_dir, f"temp-rewriteaof-bg-{os.getpid()}.aof")
-        self._fork("aof", temp, lambda: self._write_base(temp))
-        self.aof_rewrites += 1  # counted when the child starts, as Redis
-        log.info("Background append only file rewriting started by pid %d", self.child.pid)
+        """BGREWRITEAOF: ReplyError with Redis's text if the rewrite cannot start (the reason is in the log)."""
+        if not self.start_rewrite():
+            raise ReplyError(REWRITE_FAILED)
 
     def _fork(self, kind: str, temp: str, work) -> None:
         server = self.server
         pid = fork(work)
         if kind == "rdb":  # the name snapshot.write gives its temporary file in the child
             temp = os.path.join(os.path.dirname(os.path.abspath(temp)), f"temp-{pid}-{os.path.basename(temp)}")
+            server.effect_listeners.append(self._watch_flushall)
         self.child = Child(pid, kind, time.time(), temp, server.dirty)
 
-    def _kill_child(self) -> None:
+    def _forget_child(self) -> Child:
         child, self.child = self.child, None
+        if child.kind == "rdb":  # a new list: _watch_flushall may be running inside a loop over the old one
+            self.server.effect_listeners = [listener for listener in self.server.effect_listeners if listener != self._watch_flushall]
+        return child
+
+    def _kill_child(self) -> None:
+        child = self._forget_child()
         try:
             os.kill(child.pid, signal.SIGUSR1)
             os.waitpid(child.pid, 0)
@@ -475,7 +662,7 @@ class Persistence:
         code = reap(child.pid)
         if code is None:
             return
-        self.child = None
+        self._forget_child()
         ok = code == 0
         if code < 0:
             log.warning("%s terminated by signal %d", "Background saving" if child.kind == "rdb" else "Background AOF rewrite", -code)
@@ -515,10 +702,9 @@ class Persistence:
                 manifest.history.extend(old)
                 manifest.base = aoffile.AofFile(name, seq, aoffile.BASE)
                 manifest.incrs = manifest.incrs[first:]
-                if self.aof_waiting_rewrite:  # the temporary increment becomes the first real one
+                if self.aof_waiting_rewrite:  # the temporary increment becomes the first real one (its fd stays open)
                     incr_seq = manifest.next_seq(aoffile.INCR)
                     incr = aoffile.incr_name(self.config["appendfilename"], incr_seq)
-                    self.aof.sync()
                     os.replace(self.aof.path, os.path.join(self.aof_dir, incr))
                     self.aof.path = os.path.join(self.aof_dir, incr)
                     manifest.incrs = [aoffile.AofFile(incr, incr_seq, aoffile.INCR)]
@@ -533,7 +719,10 @@ class Persistence:
                     except OSError:
                         pass
                 manifest.history = []
-                aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+                try:
+                    aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+                except OSError as exc:  # the switch is done; the next manifest written drops the history lines
+                    log.warning("%s", exc)
         if ok:
             log.info("Background AOF rewrite finished successfully")
             self.aof_rewrite_failures = 0
@@ -557,23 +746,25 @@ class Persistence:
         if aof is not None:
             self.flush()  # effects no reply carried out (active expiry, CLIENT REPLY OFF)
             aof.cron(self.config["appendfsync"])
+            if not aof.buffer:
+                self._file_db = server._propagated_db
         now = time.time()
         if self.child is None:
             if self.rewrite_scheduled:
                 self.rewrite_scheduled = False
-                self.rewrite()
+                self.start_rewrite()
             elif self.bgsave_scheduled:
                 self.bgsave_scheduled = False
-                self.bgsave()
+                self.start_bgsave()
             elif self.aof_waiting_rewrite and now - self.aof_last_rewrite_try > BGSAVE_RETRY_DELAY:
-                self.rewrite()
+                self.start_rewrite()
             else:
                 for seconds, changes in self.save_params():
                     if server.dirty >= changes and now - server.lastsave > seconds and (
                         self.lastbgsave_status == "ok" or now - self.lastbgsave_try > BGSAVE_RETRY_DELAY
                     ):
                         log.info("%d changes in %d seconds. Saving...", changes, seconds)
-                        self.bgsave()
+                        self.start_bgsave()
                         break
                 else:
                     self._auto_rewrite(now)
@@ -588,7 +779,7 @@ class Persistence:
         base = self.aof_base_size or 1
         if size >= self.config["auto-aof-rewrite-min-size"] and (size - base) * 100 // base >= self.config["auto-aof-rewrite-percentage"]:
             log.info("Starting automatic rewriting of AOF on %d%% growth", (size - base) * 100 // base)
-            self.rewrite()
+            self.start_rewrite()
 
     def flush(self) -> None:
         """Before replies go out: write the turn's effects (and fsync under `always`)."""
@@ -600,13 +791,16 @@ class Persistence:
             log.warning("Can't recover from AOF write error when the AOF fsync policy is 'always': %s. Exiting...", exc.strerror or exc)
             sys.stdout.flush()
             os._exit(1)
+        if not aof.buffer:  # the database a buffer kept after a failed write was fed for (see _attach_writer)
+            self._file_db = self.server._propagated_db
         if not ok or self.server.disk_error is not None:
             self._update_refusal()
 
     # -- shutdown, DEBUG ---------------------------------------------------------------
 
-    def prepare_shutdown(self, save: bool) -> bool:
-        """Before exiting: stop a child, flush the AOF, save if asked; False if the save failed."""
+    def prepare_shutdown(self, save: bool, force: bool = False) -> bool:
+        """Before exiting: stop a child, flush the AOF, save if asked; False if the save failed
+        (unless `force`: SHUTDOWN FORCE and shutdown-on-sig* force exit anyway, as Redis)."""
         if self.child is not None:
             log.warning("There is a child saving an .rdb or rewriting the AOF. Killing it!")
             self._kill_child()
@@ -615,40 +809,46 @@ class Persistence:
             try:
                 self.aof.sync()
             except OSError as exc:
-                log.warning("Error writing the AOF on shutdown: %s", exc)
+                log.warning("Error writing the AOF on shutdown: %s", exc.strerror or exc)
         if save:
             log.info("Saving the final RDB snapshot before exiting.")
             if not self.save():
-                log.warning("Error trying to save the DB, can't exit.")
-                return False
+                if not force:
+                    log.warning("Error trying to save the DB, can't exit.")
+                    log.warning("Errors trying to shut down the server. Check the logs for more information.")
+                    return False
+                log.warning("Error trying to save the DB. Exit anyway.")
         return True
 
     def close(self) -> None:
-        if self.aof is not None:
+        """The last shutdown hook: a write that fails now is logged, and the exit goes on (Redis exits 0)."""
+        aof = self.aof
+        if aof is not None:
             try:
-                self.aof.sync()
+                aof.sync()
+            except OSError as exc:
+                log.warning("Error writing the AOF on shutdown: %s", exc.strerror or exc)
             finally:
-                self.aof.close()
+                aof.close()
                 self.aof = self.server.aof = None
 
     def debug_reload(self, args: list[bytes]):
-        """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save, empty, load the snapshot again."""
+        """DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: save, empty (unless NOFLUSH), load the snapshot
+        again. Replies as Redis: a bare ERR when the save fails; when the load fails, the databases
+        stay emptied (Redis empties them first) and the reason is in the log only."""
         options = {arg.lower() for arg in args}
         if not options <= {b"merge", b"noflush", b"nosave"}:
-            from protocol.errors import ReplyError
-
             raise ReplyError("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.")
         if b"nosave" not in options and not self.save():
-            from protocol.errors import ReplyError
-
-            raise ReplyError("ERR Error trying to save the DB")
+            raise ReplyError("ERR")
         try:
             loaded = snapshot.read(self.snapshot_path)
         except (OSError, snapshot.SnapshotError) as exc:
-            from protocol.errors import ReplyError
-
-            raise ReplyError(f"ERR Error trying to load the RDB dump, check server logs. ({exc})") from None
-        if b"merge" in options or b"noflush" in options:
+            log.warning("Error trying to load the RDB dump %s: %s", self.snapshot_path, exc)
+            if b"noflush" not in options:
+                self.server.keyspace.flushall()
+            raise ReplyError("ERR Error trying to load the RDB dump, check server logs.") from None
+        if b"noflush" in options:  # MERGE alone still empties first, as Redis (it only allows duplicates)
             for db in self.server.keyspace.dbs:
                 data, expires = loaded.dbs.pop(db.id, ({}, {}))
                 db.data.update(data)
@@ -663,21 +863,23 @@ class Persistence:
     def debug_loadaof(self, args: list[bytes]):
         """DEBUG LOADAOF: flush the AOF, empty the databases, replay the AOF files on disk (as Redis,
         also with appendonly off: the files an earlier appendonly yes left, or none and an error)."""
-        from protocol.errors import ReplyError
         from protocol.reply import OK
 
         failed = "ERR Error trying to load the AOF files, check server logs."
         server = self.server
         if self.aof is not None:
-            self.aof.sync()
+            try:
+                self.aof.sync()  # as Redis's flushAppendOnlyFile(1): a failure is logged only
+            except OSError:
+                pass
             manifest = self.manifest
         else:
             try:
-                manifest = aoffile.read_manifest(self.aof_dir, self.config["appendfilename"])
-            except aoffile.AofError as exc:
+                manifest = self._read_manifest()
+            except (DiskError, aoffile.AofError) as exc:
                 log.warning("%s", exc)
                 manifest = None
-            if manifest is None or not manifest.files:
+            if manifest is None:
                 server.keyspace.flushall()
                 log.warning("The AOF directory %s doesn't exist or holds no AOF", self.aof_dir)
                 raise ReplyError(failed)
@@ -753,3 +955,21 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def _rewrite_error(exc: OSError) -> str:
+    """Redis's log line for a base that could not be written (rewriteAppendOnlyFile)."""
+    reason = exc.strerror or exc
+    if exc.filename2 is not None:
+        return f"Error moving temp append only file on the final destination: {reason}"
+    if exc.filename is not None:
+        return f"Failed opening the temp file for AOF rewrite in rewriteAppendOnlyFile(): {reason}"
+    return f"Write error writing append only file on disk: {reason}"
+
+
+def _exit(*lines: str) -> None:
+    """End the start-up as Redis's exit(1) after its log lines."""
+    for line in lines:
+        log.critical("%s", line)
+    sys.stdout.flush()
+    os._exit(1)
