@@ -294,11 +294,9 @@ def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
     flags = server.config["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"].split()
     save = "save" in flags or ("nosave" not in flags and bool(server.config["save"]))
     persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=save):
-        if "force" not in flags:
-            log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
-            return
-        log.warning("Errors trying to shut down the server. Exit anyway (FORCE).")
+    if persistence is not None and not persistence.prepare_shutdown(save=save, force="force" in flags):
+        log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
+        return
     server.shutdown()
 
 
@@ -414,9 +412,8 @@ def main(argv: list[str] | None = None) -> None:
         import uvloop
 
         uvloop.run(serve(server))
-    except OSError as exc:
-        log.error("Could not create server TCP listening socket *:%d: %s", server.config["port"], exc.strerror or exc)
-        log.error("Failed listening on port %d (tcp), aborting.", server.config["port"])
+    except OSError as exc:  # listening has its own lines (_cannot_listen); persistence logs and exits itself
+        log.error("Fatal error: %s", exc.strerror or exc)
         sys.exit(1)
 
 

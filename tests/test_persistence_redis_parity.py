@@ -555,6 +555,28 @@ def test_a_failed_save_leaves_writes_alone():
         assert same(procs, "SAVE") == "-"  # a bare ERR
         assert same(procs, "DEBUG", "RELOAD") == "-"
         assert same(procs, "DBSIZE") == 2
+        assert info(mine, "rdb_saves") == info(theirs, "rdb_saves")  # a failed SAVE counts (before trying)
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+def test_shutdown_force_exits_although_its_save_fails():
+    """SHUTDOWN refuses to exit when its save fails; SHUTDOWN FORCE exits anyway (0), as Redis. ABORT
+    with nothing to abort: "No shutdown in progress", also when repeated; with other options a syntax error."""
+    procs = both("--save", "3600 1", "--dbfilename", "dump.x")
+    try:
+        for proc in procs:
+            os.mkdir(os.path.join(proc.dir, "dump.x"))
+        assert same(procs, "SHUTDOWN", "ABORT", "ABORT") == "-No shutdown in progress."
+        assert same(procs, "SHUTDOWN", "NOW", "ABORT") == "-syntax error"
+        assert same(procs, "SHUTDOWN") == "-Errors trying to SHUTDOWN. Check logs."
+        for proc in procs:
+            try:
+                proc.client().execute_command("SHUTDOWN", "FORCE")
+            except redis.ConnectionError:
+                pass  # the server closed the connection as it went
+            assert proc.proc.wait(20) == 0, proc.name
     finally:
         for proc in procs:
             proc.stop()

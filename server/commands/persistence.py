@@ -20,9 +20,9 @@ def save(ctx, argv):
     persistence = _persistence(ctx)
     if persistence.child is not None and persistence.child.kind == "rdb":
         raise ReplyError("ERR Background save already in progress")
+    persistence.rdb_saves += 1  # counted before trying, as Redis's rdbSave (a failed SAVE counts)
     if not persistence.save():
         raise ReplyError("ERR")
-    persistence.rdb_saves += 1
     return OK
 
 
@@ -47,10 +47,7 @@ def bgsave(ctx, argv):
             )
         persistence.bgsave_scheduled = True
         return Simple(b"Background saving scheduled")
-    try:
-        persistence.bgsave()
-    except OSError as exc:
-        raise ReplyError(f"ERR Can't BGSAVE: {exc.strerror or exc}") from None
+    persistence.bgsave()  # Redis's bare ERR if the fork fails (logged)
     return Simple(b"Background saving started")
 
 
@@ -63,9 +60,6 @@ def bgrewriteaof(ctx, argv):
     if child is not None or ctx.in_exec:  # as BGSAVE: never a fork inside EXEC
         persistence.rewrite_scheduled = True
         return Simple(b"Background append only file rewriting scheduled")
-    try:
-        persistence.rewrite()
-    except OSError as exc:
-        raise ReplyError(f"ERR Can't execute an AOF background rewriting. Please check the server logs for more information. ({exc.strerror or exc})") from None
+    persistence.rewrite()  # Redis's text if it cannot start (logged)
     return Simple(b"Background append only file rewriting started")
 

@@ -419,7 +419,7 @@ def lastsave(ctx, argv):
 @command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.", complexity="O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
 def shutdown(ctx, argv):
     """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server exits cleanly."""
-    save = nosave = abort = False
+    save = nosave = abort = now = force = False
     for arg in argv[1:]:
         option = arg.lower()
         if option == b"nosave":
@@ -428,9 +428,13 @@ def shutdown(ctx, argv):
             save = True
         elif option == b"abort":
             abort = True
-        elif option not in (b"now", b"force"):
+        elif option == b"now":
+            now = True
+        elif option == b"force":
+            force = True
+        else:
             raise ReplyError(SYNTAX)
-    if (save and nosave) or (abort and len(argv) > 2):
+    if (save and nosave) or (abort and (save or nosave or now or force)):  # (ABORT ABORT is no error)
         raise ReplyError(SYNTAX)
     if abort:
         raise ReplyError("ERR No shutdown in progress.")
@@ -440,10 +444,10 @@ def shutdown(ctx, argv):
     stop = server.shutdown
     if stop is None:
         raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
+    log.info("User requested shutdown...")
     persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=server.shutdown_save):
-        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
-    log.warning("User requested shutdown...")
+    if persistence is not None and not persistence.prepare_shutdown(save=server.shutdown_save, force=force):
+        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")  # FORCE exits even so, as Redis
     stop()
     ctx.close_after_reply = True
     return NO_REPLY
