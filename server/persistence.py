@@ -219,6 +219,7 @@ class Persistence:
         now = server.clock()
         expired = 0
         for db in server.keyspace.dbs:
+            server.touch_watched_db(db.id)  # the old data goes: a WATCHed key it held changed (Redis's emptyData)
             data, expires = loaded.dbs.pop(db.id, ({}, {}))
             if expire:  # as a primary loading an RDB: keys already expired are not loaded
                 for key in [k for k, when in expires.items() if when < now]:

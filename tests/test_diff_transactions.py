@@ -190,3 +190,27 @@ def test_each_exec_reply_is_in_the_protocol_it_was_made_in(pair):
         body = out.split(b"+QUEUED\r\n")[-1]
         assert body.startswith(b"*5\r\n$-1\r\n*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n%7\r\n"), proc.name
         assert body.endswith(b"_\r\n%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"), proc.name
+
+
+def watch_across_reload(port: int) -> list:
+    conn, other = RawConn(port), RawConn(port)
+    conn.call("FLUSHALL")
+    conn.call("SET", "k", "1")
+    seen = []
+    for watched, reload in (("k", ("DEBUG", "RELOAD")), ("missing", ("DEBUG", "RELOAD")), ("k", ("DEBUG", "RELOAD", "NOSAVE"))):
+        conn.call("WATCH", watched)
+        other.call(*reload)
+        conn.call("MULTI")
+        conn.call("PING")
+        seen.append(conn.call("EXEC"))
+    conn.close()
+    other.close()
+    return seen
+
+
+def test_a_reloaded_dataset_invalidates_the_watches_on_keys_it_held(pair):
+    """DEBUG RELOAD (and a replica's full sync, the same path) replaces the data: as Redis's emptyData,
+    each WATCHed key that existed is touched; one that did not stays untouched."""
+    millrace, redis = pair
+    ours, theirs = watch_across_reload(millrace.port), watch_across_reload(redis.port)
+    assert ours == theirs == [None, [b"PONG"], None]
