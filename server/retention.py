@@ -83,7 +83,7 @@ def run(server, db: int, key: bytes, stream: Stream) -> Effects:
         trim = [b"XTRIM", key, b"MINID", b"=", format_id(decided.keep_from)]
     server.stats["stream_retention_truncated_entries"] += decided.removed
     server.stats["stream_retention_lost_entries"] += retention.entries_lost - lost_before
-    if server.pubsub.active:
+    if server.pubsub.active and decided.removed:  # (a run that only dropped empty nodes removed no entry)
         server.pubsub.notify(STREAM_EVENTS, "xtrim", key, db)  # what XTRIM itself sends
     return [trim, state_effect(key, retention, before)]
 

@@ -2,7 +2,8 @@
 
 A seeded random workload (XADD, XREADGROUP with and without NOACK, XACK,
 XCLAIM, XGROUP RELEASE, SETID backwards, SETCONFIG SUBSCRIBER changes,
-explicit XTRIM and XDEL, new policies with MIN/MAX in entries, ages and
+explicit XTRIM and XDEL, exact MINID trims at a deleted entry that leave a
+node of tombstones only, new policies with MIN/MAX in entries, ages and
 bytes) runs on a primary with an AOF and a replica. The
 model keeps every entry, each group's cursor, PEL, role and release point,
 and applies the rules of storage/retention.py by brute force (per entry; the
@@ -356,6 +357,22 @@ class Workload:
         self.model.keep(self.model.entries[len(self.model.entries) - keep :])  # a user trim: nobody's loss
         self.check()
 
+    def trim_at_deleted(self) -> None:
+        """XDEL the newest live entry of a node (not the last one's), then an exact XTRIM MINID at it: the node
+        keeps its tombstones and no live entry (Redis keeps the node an exact trim ends in), before the first."""
+        model = self.model
+        ends = [i for i, after in zip(model.entries[:-1], model.entries[1:], strict=True) if model.node_of[i] != model.node_of[after]]
+        if not ends:
+            return
+        entry_id = self.rng.choice(ends)
+        assert self.c.execute_command("XDEL", KEY, fid(entry_id)) == 1
+        model.delete(entry_id)
+        self.check()
+        below = sum(1 for i in model.entries if i < entry_id)
+        assert self.c.execute_command("XTRIM", KEY, "MINID", "=", fid(entry_id)) == below
+        model.keep([i for i in model.entries if i > entry_id])  # a user trim: nobody's loss
+        self.check()
+
     def ack_gone(self) -> None:
         """Acknowledge every pending entry whose stream entry was truncated."""
         for name, group in self.model.groups.items():
@@ -401,7 +418,7 @@ class Workload:
             self.create_group()
         actions = [self.xadd] * 6 + [self.read] * 5 + [self.ack] * 4 + [
             self.claim, self.setconfig, self.setconfig, self.release, self.release, self.policy, self.user_trim,
-            self.create_group, self.read_noack, self.setid, self.xdel,
+            self.create_group, self.read_noack, self.setid, self.xdel, self.trim_at_deleted,
         ]  # fmt: skip
         for _ in range(n):
             if len(self.model.groups) > 4 and self.rng.choice(actions) == self.create_group:
