@@ -301,7 +301,7 @@ def _stats(server) -> list[tuple[str, object]]:
         ("latest_fork_usec", fork.STATS["latest_fork_usec"]),
         ("total_forks", fork.STATS["total_forks"]),
         ("migrate_cached_sockets", 0),
-        ("slave_expires_tracked_keys", 0),
+        ("slave_expires_tracked_keys", len(server.replica_keys_with_expire or ())),
         ("active_defrag_hits", 0),
         ("active_defrag_misses", 0),
         ("active_defrag_key_hits", 0),

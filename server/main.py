@@ -318,8 +318,11 @@ def _cron(server: Server) -> None:
 def _active_expire(server: Server, now: int) -> None:
     """Expired keys removed within a quarter of the tick. Never on a replica: the primary's DELs
     remove them there (Redis runs activeExpireCycle on masters only)."""
-    if not server.active_expire or (server.replication is not None and server.replication.master is not None):
-        return  # DEBUG SET-ACTIVE-EXPIRE 0, or a replica
+    if not server.active_expire:
+        return  # DEBUG SET-ACTIVE-EXPIRE 0
+    if server.replication is not None and server.replication.master is not None:
+        _expire_replica_keys(server, now)
+        return
     started = time.perf_counter()
     deadline = started + 0.25 / server.config["hz"]
     for db in server.keyspace.dbs:
@@ -334,6 +337,27 @@ def _active_expire(server: Server, now: int) -> None:
     expiry_ns = int((time.perf_counter() - started) * 1e9)
     if expiry_ns >= server.latency_threshold_ns:  # LATENCY's expire-cycle event, as Redis's activeExpireCycle
         server.latency.add("expire-cycle", expiry_ns // 1_000_000)
+
+
+def _expire_replica_keys(server: Server, now: int) -> None:
+    """A writable replica expires the keys its own clients gave a TTL (Redis's expireSlaveKeys); a key
+    that lost its TTL or is gone is forgotten."""
+    tracked = server.replica_keys_with_expire
+    if not tracked:
+        return
+    dbs = server.keyspace.dbs
+    touched = set()
+    for db_id, key in list(tracked):
+        database = dbs[db_id]
+        when = database.expires.get(key)
+        if when is not None and when >= now:
+            continue
+        tracked.discard((db_id, key))
+        if when is not None:
+            database.expire_now(key)
+            touched.add(db_id)
+    for db_id in touched:
+        server.propagate_expired(dbs[db_id])
 
 
 def _streams(server: Server, now: int) -> None:

@@ -728,7 +728,10 @@ class Persistence:
             log.info("Background AOF rewrite finished successfully")
             self.aof_rewrite_failures = 0
             self.aof_last_bgrewrite_status = "ok"
-            self.aof_waiting_rewrite = False
+            if self.aof_waiting_rewrite:
+                self.aof_waiting_rewrite = False
+                if self.server.replication is not None:
+                    self.server.replication.wake_waiters()  # WAITAOF's local side: the AOF now holds their writes
             self.aof_base_size = self._aof_size()
         else:
             log.warning("Background AOF rewrite terminated with error")

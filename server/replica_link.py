@@ -371,6 +371,8 @@ def become_replica(server, host: str, port: int, failover: bool = False) -> None
         cached = True  # a primary turning replica caches itself (replicationCacheMasterUsingMyself)
     replication.disconnect_replicas()
     Database.expiry = "hide"  # a replica never expires keys by its own clock: the primary's DELs do
+    if server.replica_keys_with_expire is None:
+        server.replica_keys_with_expire = set()  # except those its own clients write (replica-read-only no)
     replication.master = MasterLink(server, host, port, cached)
     replication.master.failover = failover
     server.update_refusing()
@@ -386,6 +388,7 @@ def become_primary(server) -> None:
     replication.master.stop()
     replication.master = None
     Database.expiry = "delete"
+    server.replica_keys_with_expire = None  # a primary expires every key
     replication.shift_replid()
     replication.disconnect_replicas()
     server._propagated_db = -1

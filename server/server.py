@@ -65,7 +65,7 @@ class Server:
         "effect_listeners", "_exec_effects", "_propagated_db", "run_id", "start_time", "now", "dirty",
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
-        "memory_startup", "memory_peak", "memory_peak_time", "ops_samples", "idle_checked", "active_expire", "shutdown",
+        "memory_startup", "memory_peak", "memory_peak_time", "replica_keys_with_expire", "ops_samples", "idle_checked", "active_expire", "shutdown",
         "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
@@ -113,6 +113,9 @@ class Server:
         self.version = REDIS_VERSION
         self.memory_startup = self.memory_peak = 0  # INFO memory: RSS at start-up and the highest seen
         self.memory_peak_time = 0  # and when it was seen (unix time)
+        # On a writable replica: keys its own clients gave a TTL, which it expires itself (no primary's DEL
+        # comes for them; Redis's slaveKeysWithExpire). None on a primary.
+        self.replica_keys_with_expire: set[tuple[int, bytes]] | None = None
         self.ops_samples: list[tuple[int, int, int, int]] = []  # INFO instantaneous_*: the cron's samples
         self.idle_checked = 0  # when the cron last looked for clients idle past `timeout`
         self.active_expire = True  # DEBUG SET-ACTIVE-EXPIRE
@@ -273,7 +276,8 @@ class Server:
                 before = notify.before(self, client, cmd, argv)
             result = cmd.handler(client, argv)
         except ReplyError as exc:
-            cmd.failed_calls += 1
+            if not self.loading:  # an AOF replay counts nothing (count_call below)
+                cmd.failed_calls += 1
             result = self.error(exc.message)
             if notifying:
                 if client.db.expired:
@@ -290,6 +294,8 @@ class Server:
                     effects = retention.after_write(self, client, cmd, argv, effects)
                 if effects:
                     db = client.db
+                    if self.replica_keys_with_expire is not None and not client.loading:
+                        self.remember_replica_keys(db, effects)
                     rule = DIRTY_RULES.get(cmd.name)
                     dirty = len(effects) if rule is None else rule(result, effects)
                     if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None:
@@ -326,6 +332,18 @@ class Server:
                 us = coarse_us(us)
             histogram = cmd.latency_hist
             histogram[us] = histogram.get(us, 0) + 1
+
+    def remember_replica_keys(self, db, effects) -> None:
+        """A writable replica's own write: the keys it left with a TTL are this replica's to expire."""
+        for argv in effects:
+            cmd = COMMANDS.get(argv[0].lower())
+            if cmd is None:
+                continue
+            if cmd.subcommands and len(argv) > 1:
+                cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+            for key in cmd.get_keys(argv):
+                if key in db.expires:
+                    self.replica_keys_with_expire.add((db.id, key))
 
     @property
     def total_commands_processed(self) -> int:
@@ -424,10 +442,25 @@ class Server:
             return
         db = self.keyspace[index].data
         other = self.keyspace[swapped_with] if swapped_with is not None else None
+        now = self.now
         for (wdb, key), clients in self.watched.items():
-            if wdb == index and (key in db or (other is not None and key in other.data and not other.is_expired(key, self.now))):
-                for client in clients:
-                    client.dirty_cas = True
+            if wdb != index:
+                continue
+            existed, replaced = key in db, other is not None and key in other.data
+            if not (existed or replaced):
+                continue
+            for client in clients:
+                noted = client.watch_expired
+                if noted and (wdb, key) in noted:  # past its TTL when watched
+                    if not replaced:
+                        noted.discard((wdb, key))  # and now gone: no change
+                        continue
+                    if other.is_expired(key, now):
+                        continue  # replaced by a key as dead
+                elif not existed and other.is_expired(key, now):
+                    client.watch_expired = (noted or set()) | {(wdb, key)}  # nothing, then a dead key: no change yet
+                    continue
+                client.dirty_cas = True
 
     def propagate(self, db: int, effects: Effects) -> None:
         """Hand normalized commands to the AOF and replicas, atomically."""

@@ -67,6 +67,10 @@ class Database:
             raise ReplyError(WRONGTYPE)
         return value
 
+    def expire_now(self, key: bytes) -> None:
+        """Remove key, past its TTL, as a lookup would (remembered in `expired` for the DEL)."""
+        self._expire(key)
+
     def _expire(self, key: bytes) -> None:
         del self.data[key]
         del self.expires[key]

@@ -119,14 +119,15 @@ def test_watch_notes_an_expired_key_and_its_removal_is_no_change(pair):
 
 
 def set_over_expired(port: int) -> list:
-    """SET (each fast form and one with options) over a key past its TTL: expired_keys counts each removal."""
+    """SET (each fast form and one with options) and MSET over a key past its TTL: expired_keys counts each removal."""
     conn = RawConn(port)
     conn.call("FLUSHALL")
     conn.call("CONFIG", "RESETSTAT")
     conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
     seen = []
     try:
-        for form in (("SET", "x", "2"), ("SET", "x", "3", "EX", "100"), ("SET", "x", "4", "PXAT", "99999999999999"), ("SET", "x", "5", "KEEPTTL")):
+        forms = (("SET", "x", "2"), ("SET", "x", "3", "EX", "100"), ("SET", "x", "4", "PXAT", "99999999999999"), ("SET", "x", "5", "KEEPTTL"), ("MSET", "x", "6", "y", "1"))
+        for form in forms:
             conn.call("SET", "x", "1", "PX", "1")
             time.sleep(0.02)
             conn.call(*form)
@@ -142,7 +143,7 @@ def test_set_over_an_expired_key_removes_it_first(pair):
     millrace, redis = pair
     ours, theirs = set_over_expired(millrace.port), set_over_expired(redis.port)
     assert ours == theirs
-    assert theirs[-1] == "4"
+    assert theirs[-1] == "5"
 
 
 def aof_after(proc, *transaction: tuple) -> bytes:
@@ -214,3 +215,31 @@ def test_a_reloaded_dataset_invalidates_the_watches_on_keys_it_held(pair):
     millrace, redis = pair
     ours, theirs = watch_across_reload(millrace.port), watch_across_reload(redis.port)
     assert ours == theirs == [None, [b"PONG"], None]
+
+
+def watch_expired_then_flush(port: int) -> list:
+    """A key past its TTL when WATCHed, then its database emptied or replaced: no change (touchAllWatchedKeysInDb)."""
+    conn, other = RawConn(port), RawConn(port)
+    seen = []
+    conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        for flush in (("FLUSHALL",), ("FLUSHDB",), ("SWAPDB", "0", "1"), ("DEBUG", "RELOAD")):
+            conn.call("FLUSHALL")
+            conn.call("SET", "k", "v", "PX", "1")
+            time.sleep(0.02)
+            conn.call("WATCH", "k")
+            other.call(*flush)
+            conn.call("MULTI")
+            conn.call("PING")
+            seen.append(conn.call("EXEC"))
+    finally:
+        conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        conn.close()
+        other.close()
+    return seen
+
+
+def test_an_expired_watched_key_flushed_away_is_no_change(pair):
+    millrace, redis = pair
+    ours, theirs = watch_expired_then_flush(millrace.port), watch_expired_then_flush(redis.port)
+    assert ours == theirs == [[b"PONG"]] * 4

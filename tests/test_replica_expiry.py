@@ -49,3 +49,29 @@ def test_a_replica_keeps_keys_past_their_ttl_until_the_primary_deletes_them(kind
     finally:
         primary.stop()
         replica.stop()
+
+
+@pytest.mark.parametrize("kind", ["redis", "millrace"])
+def test_a_writable_replica_expires_the_keys_its_own_clients_gave_a_ttl(kind):
+    """No DEL will come from the primary for them (Redis's slaveKeysWithExpire, INFO slave_expires_tracked_keys)."""
+    if kind == "redis":
+        require_redis()
+        primary = start_redis()
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port), "--replica-read-only", "no")
+    else:
+        primary = start_millrace()
+        replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), "--replica-read-only", "no")
+    try:
+        copy = replica.client()
+        wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
+        copy.set("local", "v", px=200)
+        copy.xadd("ls", {"f": "v"})
+        copy.pexpire("ls", 200)
+        copy.set("kept", "v")  # no TTL: not tracked
+        assert copy.info("stats")["slave_expires_tracked_keys"] == 2
+        wait_for(lambda: copy.dbsize() == 1)
+        assert copy.info("stats")["slave_expires_tracked_keys"] == 0
+        assert copy.info("stats")["expired_keys"] == 2
+    finally:
+        primary.stop()
+        replica.stop()

@@ -171,18 +171,32 @@ def waitaof(ctx, argv):
     if numlocal and server.aof is None:
         raise ReplyError("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
     target = ctx.woff
-    if server.aof is not None:
-        server.aof.sync()  # rather than wait for the next fsync: what this connection wrote is on disk now
-    # Redis: fsynced_reploff >= c->woff; the sync made everything up to master_repl_offset (>= woff) durable
-    local = 1 if server.aof is not None else 0
+
+    def local() -> int:
+        """Redis's fsynced_reploff >= c->woff: a sync now makes everything up to master_repl_offset durable,
+        unless the AOF is not yet one a restart loads (appendonly being turned on: its first base is being
+        written) or the disk refuses it (logged by the writer)."""
+        persistence = server.persistence
+        if server.aof is None or (persistence is not None and persistence.aof_waiting_rewrite):
+            return 0
+        try:
+            server.aof.sync()
+        except OSError:
+            return 0
+        return 1
 
     def reply():
-        return [local, replication.acked(target, aof=True)]
+        return [local(), replication.acked(target, aof=True)]
 
-    if (local >= numlocal and reply()[1] >= wanted) or ctx.multi is not None or ctx.in_exec:
-        return reply()
+    def done():
+        answer = reply()
+        return answer if answer[0] >= numlocal and answer[1] >= wanted else None
+
+    answer = done()
+    if answer is not None or ctx.multi is not None or ctx.in_exec:
+        return answer or reply()
     _request_acks(server, replication)
-    return Block([WAIT_KEY], timeout, lambda: (r if (r := reply())[1] >= wanted else None), on_timeout=reply)
+    return Block([WAIT_KEY], timeout, done, on_timeout=reply)
 
 
 @command("role", 1, "noscript loading stale fast", group="server", summary="Returns the replication role.", since="2.8.12")

@@ -176,9 +176,10 @@ def mset(ctx, argv):
     data, expires = db.data, db.expires
     for index in range(1, len(argv), 2):
         key = argv[index]
-        data[key] = argv[index + 1]
-        if expires:
+        if expires and key in expires:
+            db.lookup(key, ctx.server.now)  # past its TTL: removed first, as SET (Redis's lookupKeyWrite)
             expires.pop(key, None)
+        data[key] = argv[index + 1]
     return OK, [[b"MSET", *argv[1:]]]
 
 
