@@ -505,19 +505,23 @@ def test_waitaof_waits_for_the_first_base_when_appendonly_is_turned_on(tmp_path)
     no manifest names: WAITAOF's local side waits for the base (as Redis), and what it confirmed
     survives a kill -9."""
     proc = start(str(tmp_path), "--save", "")
-    client = proc.client()
-    for chunk in range(100):  # enough data that the first base takes a while to write
-        client.mset({f"key:{chunk}:{i}": "x" * 20 for i in range(1000)})
-    pipe = client.pipeline(transaction=False)
-    pipe.config_set("appendonly", "yes")
-    pipe.set("w", "durable")
-    pipe.info("persistence")
-    pipe.execute_command("WAITAOF", 1, 0, 0)
-    pipe.info("persistence")
-    _, _, during, waited, after = pipe.execute()
-    assert waited == [1, 0]
-    if during["aof_rewrite_in_progress"]:  # (a machine fast enough to finish first proves nothing here)
-        assert after["aof_rewrite_in_progress"] == 0 and after["aof_enabled"] == 1
+    try:
+        client = proc.client()
+        for chunk in range(100):  # enough data that the first base takes a while to write
+            client.mset({f"key:{chunk}:{i}": "x" * 20 for i in range(1000)})
+        pipe = client.pipeline(transaction=False)
+        pipe.config_set("appendonly", "yes")
+        pipe.set("w", "durable")
+        pipe.info("persistence")
+        pipe.execute_command("WAITAOF", 1, 0, 0)
+        pipe.info("persistence")
+        _, _, during, waited, after = pipe.execute()
+        assert waited == [1, 0]
+        if during["aof_rewrite_in_progress"]:  # (a machine fast enough to finish first proves nothing here)
+            assert after["aof_rewrite_in_progress"] == 0 and after["aof_enabled"] == 1
+    except BaseException:
+        proc.stop()
+        raise
     kill9(proc)
     proc = start(str(tmp_path), "--save", "", "--appendonly", "yes")
     try:
