@@ -109,6 +109,8 @@ class Persistence:
     def _config_changed(self, name: str, value) -> None:
         if name in ("stop-writes-on-bgsave-error", "save"):
             self._update_refusal()
+        elif name == "aof-disable-auto-gc" and not value and self.aof is not None:
+            self.delete_history()  # as Redis's updateAofAutoGCEnabled
         elif name == "aof-timestamp-enabled" and self.aof is not None:
             self.aof.timestamps = value
         elif name == "appendonly" and self.server.loop is not None:
@@ -714,16 +716,7 @@ class Persistence:
                 ok = False
                 log.warning("Error trying to switch to the rewritten AOF: %s", exc)
             else:
-                for item in manifest.history:
-                    try:
-                        os.unlink(os.path.join(self.aof_dir, item.name))
-                    except OSError:
-                        pass
-                manifest.history = []
-                try:
-                    aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
-                except OSError as exc:  # the switch is done; the next manifest written drops the history lines
-                    log.warning("%s", exc)
+                self.delete_history()
         if ok:
             log.info("Background AOF rewrite finished successfully")
             self.aof_rewrite_failures = 0
@@ -900,6 +893,21 @@ class Persistence:
         server.dirty = 0  # as Redis's DEBUG LOADAOF: nothing to save or propagate
         log.info("Append Only File loaded by DEBUG LOADAOF")
         return OK
+
+    def delete_history(self) -> None:
+        """Remove the files a rewrite retired, and their manifest lines (Redis's aofDelHistoryFiles);
+        `aof-disable-auto-gc yes` keeps them."""
+        manifest = self.manifest
+        if self.config["aof-disable-auto-gc"] or manifest is None or not manifest.history:
+            return
+        for item in manifest.history:
+            log.info("Removing the history file %s in the background", item.name)
+            _unlink(os.path.join(self.aof_dir, item.name))
+        manifest.history = []
+        try:
+            aoffile.write_manifest(self.aof_dir, self.config["appendfilename"], manifest)
+        except OSError as exc:  # the next manifest written drops the history lines
+            log.warning("%s", exc)
 
     # -- INFO ------------------------------------------------------------------------
 

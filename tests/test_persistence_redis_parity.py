@@ -750,3 +750,43 @@ def test_shutdown_force_exits_although_the_final_save_fails(tmp_path, caplog):
     assert server.persistence.prepare_shutdown(save=True, force=True) is True
     assert "Error trying to save the DB. Exit anyway." in caplog.text
 
+
+
+def _history_after_rewrites(proc) -> list[tuple[int, int]]:
+    """Files in appendonlydir and history lines in its manifest after each of two rewrites under
+    aof-disable-auto-gc yes, then after it is set back to no."""
+    client = proc.client()
+    directory = os.path.join(proc.dir, "appendonlydir")
+
+    def layout() -> tuple[int, int]:
+        with open(os.path.join(directory, "appendonly.aof.manifest")) as handle:
+            return len(os.listdir(directory)), sum(1 for line in handle if " type h" in line)
+
+    def rewritten() -> bool:
+        fields = client.info("persistence")
+        return not fields["aof_rewrite_in_progress"] and not fields["aof_rewrite_scheduled"]
+
+    client.config_set("aof-disable-auto-gc", "yes")
+    seen = []
+    for i in range(2):
+        client.set(f"k{i}", "v")
+        client.bgrewriteaof()
+        wait_for(rewritten, timeout=30)
+        wait_for(lambda want=2 * (i + 1): layout()[1] == want, timeout=10)  # the switch is written just after
+        seen.append(layout())
+    client.config_set("aof-disable-auto-gc", "no")
+    wait_for(lambda: layout()[1] == 0, timeout=10)
+    seen.append(layout())
+    return seen
+
+
+def test_aof_disable_auto_gc_keeps_the_history_until_turned_off():
+    """A setting Millrace accepted and ignored: with it, a rewrite's retired base and increments stay
+    (files and `type h` manifest lines); turning it off removes them, as Redis's aofDelHistoryFiles."""
+    procs = both("--appendonly", "yes")
+    try:
+        ours, theirs = (_history_after_rewrites(proc) for proc in procs)
+        assert ours == theirs == [(5, 2), (7, 4), (3, 0)]
+    finally:
+        for proc in procs:
+            proc.stop()
