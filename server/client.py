@@ -443,9 +443,13 @@ class Client(asyncio.Protocol):
             self.watched.add(entry)
             self.server.watched.setdefault(entry, set()).add(self)
             if expired:
-                if self.watch_expired is None:
-                    self.watch_expired = set()
-                self.watch_expired.add(entry)
+                self.note_expired(entry)
+
+    def note_expired(self, entry: tuple[int, bytes]) -> None:
+        """A WATCHed key that is past its TTL: its removal will be no change."""
+        if self.watch_expired is None:
+            self.watch_expired = set()
+        self.watch_expired.add(entry)
 
     def unwatch(self) -> None:
         watched = self.server.watched

@@ -336,12 +336,8 @@ class Server:
     def remember_replica_keys(self, db, effects) -> None:
         """A writable replica's own write: the keys it left with a TTL are this replica's to expire."""
         for argv in effects:
-            cmd = COMMANDS.get(argv[0].lower())
-            if cmd is None:
-                continue
-            if cmd.subcommands and len(argv) > 1:
-                cmd = cmd.subcommands.get(argv[1].lower(), cmd)
-            for key in cmd.get_keys(argv):
+            cmd = effect_command(argv)
+            for key in cmd.get_keys(argv) if cmd is not None else ():
                 if key in db.expires:
                     self.replica_keys_with_expire.add((db.id, key))
 
@@ -378,7 +374,7 @@ class Server:
             self.propagate(db, effects)
 
     def touch_effect(self, db: int, argv: list[bytes]) -> None:
-        cmd = COMMANDS.get(argv[0].lower())
+        cmd = effect_command(argv)
         if cmd is None:
             return
         name = cmd.name
@@ -392,8 +388,6 @@ class Server:
             # only the destination changes, in the database the effect names (COPY src dst DB n)
             self.touch(int(argv[4]) if len(argv) > 4 else db, argv[2])
             return
-        if cmd.subcommands and len(argv) > 1:
-            cmd = cmd.subcommands.get(argv[1].lower(), cmd)
         if cmd.name in QUIET_EFFECTS:
             if cmd.name in KEYSHARED_RELEASES and self.blocking.waiters:
                 self._wake_keyshared(db, argv, cmd)
@@ -458,7 +452,7 @@ class Server:
                     if other.is_expired(key, now):
                         continue  # replaced by a key as dead
                 elif not existed and other.is_expired(key, now):
-                    client.watch_expired = (noted or set()) | {(wdb, key)}  # nothing, then a dead key: no change yet
+                    client.note_expired((wdb, key))  # nothing, then a dead key: no change yet
                     continue
                 client.dirty_cas = True
 
@@ -704,6 +698,14 @@ class Server:
                 monitor.pushes = [line]
             else:
                 monitor.pushes.append(line)
+
+
+def effect_command(argv: list[bytes]) -> Command | None:
+    """The Command an effect runs: its subcommand for a container (XGROUP SETID ...)."""
+    cmd = COMMANDS.get(argv[0].lower())
+    if cmd is not None and cmd.subcommands and len(argv) > 1:
+        cmd = cmd.subcommands.get(argv[1].lower(), cmd)
+    return cmd
 
 
 def _unknown_command(argv: list[bytes]) -> str:

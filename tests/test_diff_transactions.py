@@ -243,3 +243,35 @@ def test_an_expired_watched_key_flushed_away_is_no_change(pair):
     millrace, redis = pair
     ours, theirs = watch_expired_then_flush(millrace.port), watch_expired_then_flush(redis.port)
     assert ours == theirs == [[b"PONG"]] * 4
+
+
+def swapped_in_dead_key(port: int) -> list:
+    """WATCH of an absent key, then SWAPDB brings in that key already past its TTL: no change yet (Redis
+    notes it expired); its later removal is none either, but a write to it is."""
+    conn, other = RawConn(port), RawConn(port)
+    seen = []
+    conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        for then in (("GET", "k"), ("SET", "k", "2")):
+            conn.call("FLUSHALL")
+            conn.call("SELECT", "1")
+            conn.call("SET", "k", "v", "PX", "1")
+            conn.call("SELECT", "0")
+            time.sleep(0.02)
+            conn.call("WATCH", "k")
+            other.call("SWAPDB", "0", "1")
+            other.call(*then)
+            conn.call("MULTI")
+            conn.call("PING")
+            seen.append(conn.call("EXEC"))
+    finally:
+        conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        conn.close()
+        other.close()
+    return seen
+
+
+def test_a_dead_key_swapped_in_under_a_watch_is_no_change(pair):
+    millrace, redis = pair
+    ours, theirs = swapped_in_dead_key(millrace.port), swapped_in_dead_key(redis.port)
+    assert ours == theirs == [[b"PONG"], None]

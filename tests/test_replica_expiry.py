@@ -64,10 +64,12 @@ def test_a_writable_replica_expires_the_keys_its_own_clients_gave_a_ttl(kind):
     try:
         copy = replica.client()
         wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
-        copy.set("local", "v", px=200)
+        copy.set("local", "v", px=1000)
         copy.xadd("ls", {"f": "v"})
-        copy.pexpire("ls", 200)
+        copy.pexpire("ls", 1000)
         copy.set("kept", "v")  # no TTL: not tracked
+        time.sleep(0.3)  # several cron ticks, well before the TTL: nothing expired yet
+        assert copy.dbsize() == 3
         assert copy.info("stats")["slave_expires_tracked_keys"] == 2
         wait_for(lambda: copy.dbsize() == 1)
         assert copy.info("stats")["slave_expires_tracked_keys"] == 0
