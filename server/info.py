@@ -108,7 +108,7 @@ def _server(server) -> list[tuple[str, object]]:
 def _clients(server) -> list[tuple[str, object]]:
     clients = [c for c in server.clients.values() if not getattr(c, "loading", False)]
     return [
-        ("connected_clients", len(clients)),
+        ("connected_clients", sum(1 for c in clients if c.replica is None)),  # Redis's clients less its replicas
         ("cluster_connections", 0),
         ("maxclients", server.config["maxclients"]),
         ("client_recent_max_input_buffer", 0),

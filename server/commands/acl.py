@@ -46,7 +46,7 @@ def acl_cat(ctx, argv):
     category = argv[2].decode(errors="replace").lower()
     if category not in CATEGORY_ORDER:
         raise ReplyError(f"ERR Unknown category '{arg_text(argv[2])}'")
-    return [cmd.name.encode() for cmd in all_names() if cmd.handler is not None and category in acl_categories(cmd)]
+    return [cmd.name.encode() for cmd in all_names() if category in acl_categories(cmd)]  # containers too, as Redis lists them
 
 
 @command("acl|genpass", -2, "noscript loading stale", group="server", summary="Generates a pseudorandom, secure password that can be used to identify ACL users.", since="6.0.0")

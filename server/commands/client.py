@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Raw, Verbatim
@@ -24,6 +25,8 @@ def client_flags(client) -> str:
     flags = ""
     if client.monitor:
         flags += "O"
+    elif client.replica is not None:
+        flags += "S"
     if client.channels or client.patterns:
         flags += "P"
     if client.multi is not None:
@@ -86,11 +89,21 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
 
 
 def client_type(client) -> str:
-    """Redis's getClientType, as far as Millrace has the kinds: a subscriber is `pubsub` (whatever its
-    protocol), so CLIENT KILL TYPE normal (Sentinel's failover) leaves it be."""
+    """Redis's getClientType: a replica link is `slave` (a MONITOR never is one here) and a subscriber
+    `pubsub` (whatever its protocol), so CLIENT KILL TYPE normal (Sentinel's failover) leaves both be.
+    A replica's own link to its primary is not in the client table (replica_link.LoadingClient)."""
+    if client.replica is not None:
+        return "slave"
     if client.channels or client.patterns:
         return "pubsub"
     return "normal"
+
+
+def client_type_by_name(name: bytes) -> str | None:
+    """Redis's getClientTypeByName: `replica` is `slave`; None for a name it does not know."""
+    kind = name.lower().decode(errors="replace")
+    kind = "slave" if kind == "replica" else kind
+    return kind if kind in CLIENT_TYPES else None
 
 
 @command("client|id", 2, "noscript loading stale", group="connection", summary="Returns the unique client ID of the connection.", since="5.0.0")
@@ -138,8 +151,8 @@ def client_list(ctx, argv):
     if len(argv) == 2:
         chosen = list(clients.values())
     elif len(argv) == 4 and argv[2].lower() == b"type":
-        kind = argv[3].lower().decode(errors="replace")
-        if kind not in CLIENT_TYPES:
+        kind = client_type_by_name(argv[3])
+        if kind is None:
             raise ReplyError(f"ERR Unknown client type '{arg_text(argv[3])}'")
         chosen = [c for c in clients.values() if client_type(c) == kind]
     elif len(argv) > 3 and argv[2].lower() == b"id":
@@ -170,7 +183,7 @@ def client_kill(ctx, argv):
                 _kill(ctx, client)
                 return OK
         raise ReplyError("ERR No such client")
-    filters = []
+    filters: dict[bytes, Callable] = {}  # one per option: a repeated option's last value wins, as in Redis
     skipme = True
     index = 2
     while index < len(argv):
@@ -183,19 +196,19 @@ def client_kill(ctx, argv):
             wanted = to_int(value, "ERR client-id should be greater than 0")
             if wanted <= 0:
                 raise ReplyError("ERR client-id should be greater than 0")
-            filters.append(lambda c, w=wanted: c.id == w)
+            filters[option] = lambda c, w=wanted: c.id == w
         elif option == b"type":
-            kind = text.lower()
-            if kind not in CLIENT_TYPES:
+            kind = client_type_by_name(value)
+            if kind is None:
                 raise ReplyError(f"ERR Unknown client type '{text}'")
-            filters.append(lambda c, k=kind: client_type(c) == k)
+            filters[option] = lambda c, k=kind: client_type(c) == k
         elif option == b"user":
             if value != b"default":
                 raise ReplyError(f"ERR No such user '{text}'")
         elif option == b"addr":
-            filters.append(lambda c, a=text: c.addr == a)
+            filters[option] = lambda c, a=text: c.addr == a
         elif option == b"laddr":
-            filters.append(lambda c, a=text: c.laddr == a)
+            filters[option] = lambda c, a=text: c.laddr == a
         elif option == b"skipme":
             if value.lower() == b"yes":
                 skipme = True
@@ -208,7 +221,7 @@ def client_kill(ctx, argv):
             if age <= 0:
                 raise ReplyError("ERR maxage should be greater than 0")
             # whole seconds on both sides, as Redis's ctime and unixtime
-            filters.append(lambda c, a=age: int(time.time()) - int(c.created) >= a)
+            filters[option] = lambda c, a=age: int(time.time()) - int(c.created) >= a
         else:
             raise ReplyError(SYNTAX)
         index += 2
@@ -216,7 +229,7 @@ def client_kill(ctx, argv):
     for client in list(clients.values()):
         if skipme and client is ctx:
             continue
-        if all(match(client) for match in filters):
+        if all(match(client) for match in filters.values()):
             _kill(ctx, client)
             killed += 1
     return killed
