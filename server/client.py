@@ -53,7 +53,7 @@ class Client(asyncio.Protocol):
     # layout (a Client has more, which made each access a dict operation).
     __slots__ = (
         "server", "transport", "reader", "id", "name", "lib_name", "lib_ver", "db", "resp", "encode",
-        "authenticated", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
+        "authenticated", "logged_in", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
@@ -73,7 +73,9 @@ class Client(asyncio.Protocol):
         self.db = server.keyspace[0]
         self.resp = 2
         self.encode = encode2
-        self.authenticated = not config["requirepass"]
+        # logged_in is Redis's c->authenticated (set at connect while the default user needs no password);
+        # authenticated is whether commands run now: logged in, or no password asked (Server.auth_changed)
+        self.logged_in = self.authenticated = not server.default_user.auth_required
         self.reader.unauthenticated = not self.authenticated
         self.multi: list | None = None  # queued (command, argv) while in MULTI
         self.multi_error = False
@@ -135,7 +137,7 @@ class Client(asyncio.Protocol):
             self.fd = sock.fileno()
         if log.isEnabledFor(VERBOSE):
             log.log(VERBOSE, "Accepted %s", self.addr)
-        if denied(server.config, peer[0] if peer else None):
+        if denied(server.config, server.default_user, peer[0] if peer else None):
             transport.write(DENIED)
             server.stats["rejected_connections"] += 1
             transport.close()
@@ -476,7 +478,7 @@ class LoadingClient(Client):
     def __init__(self, server: Server) -> None:
         super().__init__(server)
         self.loading = True
-        self.authenticated = True
+        self.logged_in = self.authenticated = True
 
 
 __all__ = ["Client", "LoadingClient", "OK", "Error"]

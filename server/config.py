@@ -157,6 +157,7 @@ _param("timeout", "int", 0, high=INT_MAX)
 _param("tcp-backlog", "int", 511, high=INT_MAX, mutable=False)
 _param("tcp-keepalive", "int", 300, high=INT_MAX)
 _param("requirepass", "string", "")
+_param("aclfile", "string", "", mutable=False)  # the default user's rules, read at start-up (server/default_user.py)
 _param("loglevel", "enum", "notice", choices=("debug", "verbose", "notice", "warning", "nothing"))
 _param("logfile", "string", "", mutable=False)
 _param("pidfile", "string", "", mutable=False)
@@ -250,7 +251,6 @@ _param(
 # Kinds follow the default: yes/no is a bool, a number an integer, else text.
 _COMPAT = """
 acl-pubsub-default - resetchannels
-aclfile i ""
 acllog-max-len - 128 0..LLONG_MAX
 active-defrag-cycle-max - 25 1..99
 active-defrag-cycle-min - 1 1..99
@@ -666,6 +666,7 @@ class Config:
         )  # for XADD, kept by _store
         self.listeners: list[Callable[[str, object], None]] = []
         self.config_file = config_file  # absolute path given at startup, for CONFIG REWRITE
+        self.default_user = None  # a DefaultUser from the file's `user default ...` line (server/default_user.py)
         for name, value in (overrides or {}).items():
             self.set(name, value, startup=True)
 

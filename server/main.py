@@ -20,7 +20,7 @@ import time
 from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
-from . import REDIS_VERSION, __version__, keyshared_sessions, output_limits, retention
+from . import REDIS_VERSION, __version__, default_user, keyshared_sessions, output_limits, retention
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import PARAMS, Config, ConfigError
@@ -139,6 +139,12 @@ def build_config(config_file: str | None, directives: list[Directive]) -> Config
     config = Config(config_file=config_file)
     for lineno, line, words in directives:
         name = words[0].lower()
+        if name == "user" and len(words) >= 2:  # Redis's ACLAppendUserForLoading: checked here, applied by load_users
+            try:
+                config.default_user = default_user.from_directive(words[1:], config.default_user is not None)
+            except default_user.AclError as exc:
+                raise FatalConfigError(lineno, line, str(exc)) from None
+            continue
         param = PARAMS.get(name)
         if param is None:
             from .cli_help import suggestion
@@ -155,6 +161,24 @@ def build_config(config_file: str | None, directives: list[Directive]) -> Config
         except ConfigError as exc:
             raise FatalConfigError(lineno, line, str(exc)) from None
     return config
+
+
+def load_users(server: Server) -> None:
+    """Redis's ACLLoadUsersAtStartup: the config file's `user` line or the ACL file sets the default user
+    (requirepass then no longer does, until CONFIG SET gives it again); an error stops start-up."""
+    config = server.config
+    user = config.default_user
+    try:
+        if config["aclfile"]:
+            if user is not None:
+                log.warning(default_user.BOTH)
+                sys.exit(1)
+            user = default_user.from_file(os.path.join(config["dir"], config["aclfile"]))
+    except default_user.AclError as exc:
+        log.warning("Aborting Redis startup because of ACL errors: %s", exc)
+        sys.exit(1)
+    if user is not None:
+        server.default_user = user
 
 
 def check_dir(path: str) -> None:
@@ -242,7 +266,7 @@ async def serve(server: Server) -> None:
     listeners = [await loop.create_server(lambda: Client(server), sock=sock) for sock in sockets]
     loop.call_later(1 / config["hz"], _cron, server)
     log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
-    for warning in startup_warnings(config):
+    for warning in startup_warnings(config, server.default_user.nopass):
         log.warning(warning)
     await stopped
     for listener in listeners:
@@ -427,6 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     if server.config["daemonize"]:
         daemonize()
     setup_logging(server.config)
+    load_users(server)
     adjust_open_files_limit(server.config)
     pidfile = pidfile_path(server.config)
     if pidfile:

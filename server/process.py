@@ -67,7 +67,7 @@ def _loopback_only(bind: str) -> bool:
     return all(h == "localhost" or h.startswith("127.") or h == "::1" for h in hosts)
 
 
-def startup_warnings(config) -> list[str]:
+def startup_warnings(config, nopass: bool) -> list[str]:
     """Settings that lose data or leave the server open to anyone, as start-up warnings."""
     warnings = []
     if not config["save"] and not config["appendonly"]:
@@ -77,7 +77,7 @@ def startup_warnings(config) -> list[str]:
         )
     if config["appendonly"] and config["appendfsync"] == "no":
         warnings.append("WARNING appendfsync no leaves fsync to the kernel: a machine crash can lose the last ~30 seconds of writes.")
-    if not config["protected-mode"] and not config["requirepass"] and not _loopback_only(config["bind"]):
+    if not config["protected-mode"] and nopass and not _loopback_only(config["bind"]):
         warnings.append(
             f"WARNING protected-mode is no and no password is set, while listening on {config['bind']}:"
             " any client that can reach this port can read, change and delete every key. Set requirepass or bind to 127.0.0.1."

@@ -28,6 +28,7 @@ def is_local(host: str | None) -> bool:
     return not host or host.startswith("127.") or host == "::1"
 
 
-def denied(config, host: str | None) -> bool:
-    """Whether a new connection from host is refused by protected mode."""
-    return bool(config["protected-mode"]) and not config["requirepass"] and not is_local(host)
+def denied(config, default_user, host: str | None) -> bool:
+    """Whether a new connection from host is refused by protected mode: Redis's test is the default
+    user's nopass flag, however it was set (requirepass, an ACL file, a `user` line)."""
+    return bool(config["protected-mode"]) and default_user.nopass and not is_local(host)

@@ -22,6 +22,7 @@ from . import REDIS_VERSION, notify, output_limits, retention
 from .blocking import Block, BlockingManager
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
+from .default_user import DefaultUser
 from .dirty import RULES as DIRTY_RULES
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
@@ -61,7 +62,7 @@ class Server:
     # Slots, not an instance dict: every command reads several of these, and CPython 3.11
     # keeps at most 30 attributes in its fast dict-less layout (the server has more).
     __slots__ = (
-        "config", "keyspace", "clients", "next_client_id", "commands", "blocking", "watched", "monitors",
+        "config", "default_user", "keyspace", "clients", "next_client_id", "commands", "blocking", "watched", "monitors",
         "effect_listeners", "_exec_effects", "_propagated_db", "run_id", "start_time", "now", "dirty",
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
@@ -138,6 +139,10 @@ class Server:
         self.master_repl_offset = 0
         self.replication = None  # server.replication.Replication, installed by the command line
         self.caller = None  # the client whose commands Client.run is running (PubSub defers its pushes)
+        # Redis's DefaultUser: requirepass is a shortcut for its password; an ACL file or `user` line sets it at start-up
+        self.default_user = DefaultUser()
+        self.default_user.set_requirepass(self.config["requirepass"])
+        self.config.listeners.append(lambda name, value: name == "requirepass" and self.set_requirepass(value))
         self.pubsub = PubSub(self)  # channel and pattern subscriptions, keyspace notifications
         self.latency = LatencyMonitor()  # LATENCY's spike events (latency-monitor-threshold)
         self.latency_tracking = self.config["latency-tracking"]  # per-command histograms for INFO latencystats
@@ -146,6 +151,18 @@ class Server:
         retention.install(self)  # streams with a consumption-based retention policy (self.retained)
         self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
         self.memory_meter = MemoryMeter(self)  # maxmemory: the data's memory, checked before each denyoom command
+
+    def set_requirepass(self, password: str) -> None:
+        self.default_user.set_requirepass(password)
+        self.auth_changed()
+
+    def auth_changed(self) -> None:
+        """The default user changed: Redis's authRequired is judged at each command from the user's flags, so a
+        client that never logged in runs while the user has no password, and must AUTH again once it has one."""
+        required = self.default_user.auth_required
+        for client in self.clients.values():
+            client.authenticated = client.logged_in or not required
+            client.reader.unauthenticated = not client.authenticated
 
     def clock(self) -> int:
         """Refresh the cached time (each read does it too, like Redis's cached mstime)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from protocol.errors import ReplyError, arg_text
@@ -27,13 +26,8 @@ def acl_users(ctx, argv):
 @command("acl|list", 2, "admin noscript loading stale", group="server", summary="Dumps the effective rules in ACL file format.", since="6.0.0", complexity="O(N). Where N is the number of configured users.")
 def acl_list(ctx, argv):
     """ACL LIST: the default user's rules in Redis's ACLDescribeUser order: flags (nopass is one), then
-    the password as Redis shows it, a SHA-256, then keys, channels and commands."""
-    password = ctx.server.config["requirepass"]
-    if password:
-        rules = f"on sanitize-payload #{hashlib.sha256(password.encode('utf-8', 'surrogateescape')).hexdigest()}"
-    else:
-        rules = "on nopass sanitize-payload"
-    return [f"user default {rules} ~* &* +@all".encode()]
+    its passwords as Redis shows them, SHA-256 hashes, then keys, channels and commands."""
+    return [ctx.server.default_user.describe().encode()]
 
 
 @command("acl|cat", -2, "noscript loading stale", group="server", summary="Lists the ACL categories, or the commands inside a category.", since="6.0.0", complexity="O(1) since the categories and commands are a fixed set.")

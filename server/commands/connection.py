@@ -29,16 +29,14 @@ AUTH_STATS = {"acl_access_denied_auth": 0}
 
 
 def authenticate(ctx, username: bytes, password: bytes) -> None:
-    """Check credentials against the default user (the only ACL user so far).
+    """Check credentials against the default user (server/default_user.py: the only ACL user).
 
-    Without requirepass the default user is `nopass`: any password is accepted
-    for it, as in Redis.
+    A `nopass` default user (no requirepass) accepts any password, as in Redis; a disabled one none.
     """
-    required = ctx.server.config["requirepass"]
-    if username != b"default" or (required and password != required.encode("utf-8", "surrogateescape")):
+    if username != b"default" or not ctx.server.default_user.check(password):
         AUTH_STATS["acl_access_denied_auth"] += 1
         raise ReplyError(WRONGPASS)
-    ctx.authenticated = True
+    ctx.logged_in = ctx.authenticated = True
     ctx.reader.unauthenticated = False
 
 
@@ -87,7 +85,7 @@ def auth(ctx, argv):
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     if len(argv) == 2:
-        if not ctx.server.config["requirepass"]:
+        if ctx.server.default_user.nopass:
             raise ReplyError(NO_PASSWORD)
         authenticate(ctx, b"default", argv[1])
     else:
@@ -120,7 +118,7 @@ def hello(ctx, argv):
             raise ReplyError(f"ERR Syntax error in HELLO option '{arg_text(argv[index])}'")
     if credentials is not None:
         authenticate(ctx, *credentials)
-    if not ctx.authenticated:
+    if not ctx.logged_in:  # Redis's c->authenticated, not authRequired: a password removed since does not log it in
         raise ReplyError(HELLO_NOAUTH)
     if name is not None:
         ctx.name = name
@@ -148,7 +146,7 @@ def reset(ctx, argv):
     server.pubsub.drop(ctx)
     ctx.db = server.keyspace[0]
     ctx.set_resp(2)
-    ctx.authenticated = not server.config["requirepass"]
+    ctx.logged_in = ctx.authenticated = not server.default_user.auth_required  # Redis's clearClientConnectionState
     ctx.reader.unauthenticated = not ctx.authenticated
     ctx.name = b""
     if ctx.reply_mode is not SKIP:  # Redis clears OFF and a pending SKIP, not the skip of this reply
