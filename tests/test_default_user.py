@@ -17,7 +17,16 @@ import pytest
 import redis
 
 from tests.rawclient import RawConn
-from tests.servers import ROOT, ServerProcess, free_port, millrace_and_redis, redis_server_path, require_redis, start_millrace, start_redis
+from tests.servers import (
+    ROOT,
+    ServerProcess,
+    free_port,
+    millrace_and_redis,
+    redis_server_path,
+    require_redis,
+    start_millrace,
+    start_redis,
+)
 
 ACL_ERRORS = "Aborting Redis startup because of ACL errors: "
 

@@ -16,6 +16,7 @@ import hiredis
 import pytest
 
 from server.config import Config
+from server.default_user import DefaultUser
 from server.protected import DENIED, denied, is_local
 from tests.rawclient import RawConn
 from tests.servers import DEBIAN_VERSION, require_redis, start_millrace, start_redis
@@ -145,4 +146,6 @@ def test_local_only_debug_and_protected_configs(servers):
 )
 def test_decision(host, protected, password, refused):
     config = Config({"protected-mode": "yes" if protected else "no", "requirepass": password})
-    assert denied(config, host) is refused
+    user = DefaultUser()
+    user.set_requirepass(password)
+    assert denied(config, user, host) is refused
