@@ -58,7 +58,7 @@ class Client(asyncio.Protocol):
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
         "restricted", "watch_expired",
-        "woff",
+        "woff", "tracking",
     )
 
     def __init__(self, server: Server) -> None:
@@ -111,6 +111,7 @@ class Client(asyncio.Protocol):
         self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
         self.net_in = self.net_out = self.commands_processed = 0  # CLIENT LIST tot-net-in, tot-net-out, tot-cmds
         self.woff = 0  # Redis's c->woff: the stream offset after this client's last propagated write (WAIT, WAITAOF)
+        self.tracking = None  # server.tracking.ClientTracking while CLIENT TRACKING is on
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -159,6 +160,8 @@ class Client(asyncio.Protocol):
             server.blocking.unpark(self.blocked)
             self.blocked = None
         self.unwatch()
+        if self.tracking is not None:
+            server.tracking.disable(self)
         if self.channels or self.patterns:
             server.pubsub.drop(self)
         if self.monitor and self in server.monitors:

@@ -114,7 +114,7 @@ def _clients(server) -> list[tuple[str, object]]:
         ("client_recent_max_input_buffer", 0),
         ("client_recent_max_output_buffer", 0),
         ("blocked_clients", server.blocking.count),
-        ("tracking_clients", 0),
+        ("tracking_clients", server.tracking.tracking_clients if server.tracking is not None else 0),
         ("pubsub_clients", sum(1 for c in clients if c.channels or c.patterns)),
         ("watching_clients", sum(1 for c in clients if c.watched)),
         ("clients_in_timeout_table", sum(1 for c in clients if c.blocked is not None and c.blocked.timer is not None)),
@@ -268,6 +268,7 @@ def _stats(server) -> list[tuple[str, object]]:
     from .commands.connection import AUTH_STATS  # here: the command modules import this one
 
     stats = server.stats
+    tracking = server.tracking
     return [
         ("total_connections_received", stats["total_connections_received"]),
         ("total_commands_processed", server.total_commands_processed),
@@ -308,9 +309,9 @@ def _stats(server) -> list[tuple[str, object]]:
         ("active_defrag_key_misses", 0),
         ("total_active_defrag_time", 0),
         ("current_active_defrag_time", 0),
-        ("tracking_total_keys", 0),
-        ("tracking_total_items", 0),
-        ("tracking_total_prefixes", 0),
+        ("tracking_total_keys", len(tracking.table) if tracking is not None else 0),  # server/tracking.py
+        ("tracking_total_items", tracking.total_items if tracking is not None else 0),
+        ("tracking_total_prefixes", len(tracking.prefix_table) if tracking is not None else 0),
         ("unexpected_error_replies", 0),
         ("total_error_replies", stats["total_error_replies"]),
         ("dump_payload_sanitizations", 0),

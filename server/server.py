@@ -71,6 +71,7 @@ class Server:
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
+        "tracking",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -151,6 +152,7 @@ class Server:
         retention.install(self)  # streams with a consumption-based retention policy (self.retained)
         self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
         self.memory_meter = MemoryMeter(self)  # maxmemory: the data's memory, checked before each denyoom command
+        self.tracking = None  # server.tracking.Tracking once a client enables CLIENT TRACKING (Redis's TrackingTable)
 
     def set_requirepass(self, password: str) -> None:
         self.default_user.set_requirepass(password)
@@ -217,6 +219,8 @@ class Server:
                 client.multi_error = True
             if type(exc) is UnknownSubcommand:
                 cmd = None
+            if self.tracking is not None:
+                self.tracking.rejected(client, cmd)
             if cmd is not None and cmd.name == "exec":
                 # Redis's execCommandAbort, in MULTI or not: the transaction and WATCHes end,
                 # the error is EXECABORT, and MONITOR sees the EXEC that call() never ran
@@ -315,7 +319,7 @@ class Server:
                         self.remember_replica_keys(db, effects)
                     rule = DIRTY_RULES.get(cmd.name)
                     dirty = len(effects) if rule is None else rule(result, effects)
-                    if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None:
+                    if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None or self.tracking is not None:
                         self.after_write(db.id, effects, dirty)
                     else:  # the quiet case: nothing to touch, queue or propagate
                         self.dirty += dirty
@@ -334,6 +338,8 @@ class Server:
             client.woff = self.master_repl_offset
         if self.monitors:  # after the command, as Redis's call(): EXEC follows what it ran, SELECT shows its new db
             self.feed_monitors(client, cmd, argv)
+        if self.tracking is not None:  # client-side caching: remember a read's keys, order its invalidations
+            result = self.tracking.after_call(client, cmd, argv, result)
         return result
 
     def count_call(self, client, cmd: Command, argv: list[bytes], elapsed: int) -> None:
@@ -382,7 +388,7 @@ class Server:
             # keys the command found expired propagate first (their DEL must precede its effects)
             self.propagate_expired(database)
         self.dirty += len(effects) if dirty is None else dirty
-        if self.watched or self.blocking.waiters:
+        if self.watched or self.blocking.waiters or self.tracking is not None:
             for argv in effects:
                 self.touch_effect(db, argv)
         if self._exec_effects is not None:
@@ -441,6 +447,8 @@ class Server:
                     continue
                 client.dirty_cas = True
         self.blocking.touch(db, key)
+        if self.tracking is not None:  # Redis's signalModifiedKey -> trackingInvalidateKey
+            self.tracking.invalidate_key(key)
 
     def touch_watched_db(self, index: int, swapped_with: int | None = None) -> None:
         """Before FLUSHDB/FLUSHALL/SWAPDB empty or replace database `index`.

@@ -6,11 +6,13 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
-from protocol.reply import OK, Raw, Verbatim
+from protocol.reply import OK, Map, Raw, Set, Verbatim
 
 from ..client import OFF, ON, SKIP_NEXT
 from ..command import COMMANDS, command, container
 from ..pause import is_postponed, pause, unpause
+from ..syntax import DECLARED, Arg
+from ..tracking import tracking_command
 from .args import help_reply, to_int
 from .connection import validate_name
 
@@ -33,6 +35,9 @@ def client_flags(client) -> str:
         flags += "x"
     if client.blocked is not None:
         flags += "b"
+    tracking = client.tracking
+    if tracking is not None:
+        flags += "t" + ("R" if tracking.broken_redir else "") + ("B" if tracking.bcast else "")
     if client.dirty_cas:
         flags += "d"
     if client.close_after_reply:
@@ -82,7 +87,7 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
         f"idle={int(now - client.last_interaction / 1000)} flags={client_flags(client)} db={client.db.id} "
         f"sub={len(client.channels)} psub={len(client.patterns)} ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
         f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={16384 + unsent} "
-        f"events={'rw' if unsent else 'r'} cmd={cmd_name} user=default redir=-1 resp={client.resp} "
+        f"events={'rw' if unsent else 'r'} cmd={cmd_name} user=default redir={client.tracking.redirect if client.tracking is not None else -1} resp={client.resp} "
         f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')} "
         f"io-thread=0 tot-net-in={client.net_in} tot-net-out={client.net_out} tot-cmds={client.commands_processed}"
     )
@@ -341,8 +346,76 @@ def client_unpause(ctx, argv):
     return OK
 
 
+# -- client-side caching (server/tracking.py) ------------------------------------------------------
+
+
+@command("client|tracking", -3, "noscript loading stale", group="connection", since="6.0.0",
+         summary="Controls server-assisted client-side caching for the connection.",
+         complexity="O(1). Some options may introduce additional complexity.")
+def client_tracking(ctx, argv):
+    """CLIENT TRACKING <ON | OFF> [REDIRECT client-id] [PREFIX prefix [PREFIX prefix ...]] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]"""
+    late_error = tracking_command(ctx, argv)
+    if late_error is not None:  # Redis replies an overlap between later prefixes and then OK (see _prefix_collision)
+        return Raw(b"-%s\r\n+OK\r\n" % ctx.server.error(late_error))
+    return OK
+
+
+@command("client|caching", 3, "noscript loading stale", group="connection", since="6.0.0",
+         summary="Instructs the server whether to track the keys in the next request.")
+def client_caching(ctx, argv):
+    """CLIENT CACHING <YES | NO>: the next command's keys are (OPTIN) or are not (OPTOUT) remembered."""
+    state = ctx.tracking
+    if state is None:
+        raise ReplyError("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+    option = argv[2].lower()
+    if option == b"yes":
+        if not state.optin:
+            raise ReplyError("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+    elif option == b"no":
+        if not state.optout:
+            raise ReplyError("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+    else:
+        raise ReplyError(SYNTAX)
+    state.caching = True
+    return OK
+
+
+@command("client|getredir", 2, "noscript loading stale", group="connection", since="6.0.0",
+         summary="Returns the client ID to which the connection's tracking notifications are redirected.")
+def client_getredir(ctx, argv):
+    """CLIENT GETREDIR -> the redirect client's ID, 0 for none, -1 when tracking is off."""
+    return ctx.tracking.redirect if ctx.tracking is not None else -1
+
+
+@command("client|trackinginfo", 2, "noscript loading stale", group="connection", since="6.2.0",
+         summary="Returns information about server-assisted client-side caching for the connection.")
+def client_trackinginfo(ctx, argv):
+    """CLIENT TRACKINGINFO -> flags (a set), redirect and prefixes (in byte order, as Redis's rax)."""
+    state = ctx.tracking
+    if state is None:
+        return Map({b"flags": Set([b"off"]), b"redirect": -1, b"prefixes": []})
+    return Map({b"flags": Set(state.flags()), b"redirect": state.redirect, b"prefixes": sorted(state.prefixes)})
+
+
+def _token(word: str, optional: bool = False) -> Arg:
+    return Arg(word.lower(), "pure-token", token=word, flags=["optional"] if optional else [])
+
+
+DECLARED["client|tracking"] = [
+    Arg("status", "oneof", arguments=[_token("ON"), _token("OFF")]),
+    Arg("client-id", "integer", token="REDIRECT", flags=["optional"]),
+    Arg("prefix", "string", token="PREFIX", flags=["optional", "multiple", "multiple_token"]),
+    *(_token(word, optional=True) for word in ("BCAST", "OPTIN", "OPTOUT", "NOLOOP")),
+]
+DECLARED["client|caching"] = [Arg("mode", "oneof", arguments=[_token("YES"), _token("NO")])]
+
+
 CLIENT_HELP = [
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -385,6 +458,11 @@ CLIENT_HELP = [
     "    * LIB-VER: the client lib version.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
     "NO-TOUCH (ON|OFF)",

@@ -198,6 +198,8 @@ def flushall(ctx, argv):
     server = ctx.server
     for db in server.keyspace.dbs:
         server.touch_watched_db(db.id)
+    if server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
+        server.tracking.invalidate_on_flush(ctx, argv)
     server.dirty += sum(len(db.data) for db in server.keyspace.dbs)  # Redis counts the keys removed (server/dirty.py)
     server.keyspace.flushall()
     if server.persistence is not None and server.config["save"] and not ctx.loading:
@@ -213,6 +215,8 @@ def flushdb(ctx, argv):
     """FLUSHDB [ASYNC | SYNC]"""
     _flush_mode(argv)
     ctx.server.touch_watched_db(ctx.db.id)
+    if ctx.server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
+        ctx.server.tracking.invalidate_on_flush(ctx, argv)
     ctx.server.dirty += len(ctx.db.data)  # the keys removed, as FLUSHALL
     ctx.db.flush()
     return OK, [[b"FLUSHDB"]]
