@@ -157,6 +157,7 @@ _param("timeout", "int", 0, high=INT_MAX)
 _param("tcp-backlog", "int", 511, high=INT_MAX, mutable=False)
 _param("tcp-keepalive", "int", 300, high=INT_MAX)
 _param("requirepass", "string", "")
+_param("replica-announced", "bool", True)  # INFO's replica_announced: Sentinel leaves an unannounced replica out of SENTINEL REPLICAS
 _param("aclfile", "string", "", mutable=False)  # the default user's rules, read at start-up (server/default_user.py)
 _param("loglevel", "enum", "notice", choices=("debug", "verbose", "notice", "warning", "nothing"))
 _param("logfile", "string", "", mutable=False)
@@ -347,7 +348,6 @@ repl-ping-slave-period - 10 1..INT_MAX
 repl-timeout - 60 1..INT_MAX
 replica-announce-ip - ""
 replica-announce-port - 0 0..65535
-replica-announced - yes
 replica-full-sync-buffer-limit b 0 0..LLONG_MAX
 replica-ignore-disk-write-errors - no
 replica-ignore-maxmemory - yes

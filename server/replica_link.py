@@ -346,7 +346,7 @@ class MasterLink:
         fields += [
             ("slave_priority", server.config["replica-priority"]),
             ("slave_read_only", 1 if server.config["replica-read-only"] else 0),
-            ("replica_announced", 1),
+            ("replica_announced", 1 if server.config["replica-announced"] else 0),
         ]
         return fields
 

@@ -173,6 +173,7 @@ class Replication:
             client.send([b"+CONTINUE %s\r\n" % server.replid.encode(), bytes(self.backlog[start:])])
             link.state = "online"
             link.sent = server.master_repl_offset
+            self.refresh_good_replicas()
             self.stats["sync_partial_ok"] += 1
             log.info("Partial resynchronization request from %s accepted. Sending %d bytes of backlog starting from offset %d.",
                      client.addr, server.master_repl_offset + 1 - offset, offset)
@@ -238,10 +239,18 @@ class Replication:
             link.state = "online"
             link.ack_time = time.time()
             link.sent = self.flushed
+            self.refresh_good_replicas()
             log.info("Synchronization with replica %s succeeded", link.client.addr)
             if link.pending:
                 link.client.send(link.pending)
                 link.pending, link.pending_size = [], 0
+
+    def refresh_good_replicas(self, now: float | None = None) -> None:
+        """Redis's refreshGoodSlavesCount: online replicas within min-replicas-max-lag, counted by the cron
+        and at once when a replica goes or comes online, so min-replicas-to-write never trusts a link that closed."""
+        now = time.time() if now is None else now
+        lag = self.server.config["min-replicas-max-lag"]
+        self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and link.lag(now) <= lag)
 
     def drop(self, client) -> None:
         """A replica's connection closed."""
@@ -249,6 +258,7 @@ class Replication:
         if link is None or link not in self.replicas:
             return
         self.replicas.remove(link)
+        self.refresh_good_replicas()
         if link.child:
             try:
                 os.kill(link.child, signal.SIGKILL)
@@ -324,8 +334,7 @@ class Replication:
         if self.backlog is not None and not self.replicas and self.master is None and ttl and now - self.no_replicas_since > ttl:
             self.backlog = None
             log.info("Replication backlog freed after %d seconds without connected replicas.", ttl)
-        lag = config["min-replicas-max-lag"]
-        self.good_replicas = sum(1 for link in self.replicas if link.state == "online" and link.lag(now) <= lag)
+        self.refresh_good_replicas(now)
         if self.master is not None:
             self.master.cron()
 
