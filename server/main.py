@@ -427,7 +427,16 @@ def _refusal(server: Server, now: int) -> None:
     server.update_refusing()
 
 
-CRON_TASKS = (_active_expire, _streams, _measure, _clients, _persistence, _replication, _retention, _refusal)
+def _tracking(server: Server, now: int) -> None:
+    """Redis's serverCron trackingLimitUsedSlots: a tracking-table-max-keys lowered by CONFIG SET binds
+    within a tick, not only at the next tracked read."""
+    tracking = server.tracking
+    limit = server.config["tracking-table-max-keys"]
+    if tracking is not None and limit and len(tracking.table) > limit:
+        tracking.limit_used_slots(limit)
+
+
+CRON_TASKS = (_active_expire, _streams, _measure, _clients, _persistence, _replication, _retention, _refusal, _tracking)
 
 
 _periodic_log = PeriodicLog()

@@ -164,10 +164,10 @@ class Tracking:
 
     def limit_used_slots(self, limit: int) -> None:
         """Redis's trackingLimitUsedSlots: over tracking-table-max-keys, invalidate random keys until under."""
-        effort = 100
-        while effort > 0 and len(self.table) > limit:
-            effort -= 1
-            self.invalidate_key(random.choice(list(self.table)), bcast=False)
+        excess = len(self.table) - limit
+        if excess > 0:  # at most 100 a call, as Redis's effort; one sample, not a list of the table per key
+            for key in random.sample(list(self.table), min(excess, 100)):
+                self.invalidate_key(key, bcast=False)
 
     # -- invalidation ------------------------------------------------------------------
 

@@ -378,6 +378,23 @@ def test_tracking_table_max_keys(pair):
     both(pair, scenario)
 
 
+def test_a_lowered_tracking_table_max_keys_binds_on_an_idle_server(pair):
+    """CONFIG SET lowering the limit: Redis's cron invalidates the excess without another tracked read."""
+
+    def scenario(s: Session, log: list) -> None:
+        a = s.open("a")
+        try:
+            s.talk(a, ("CLIENT", "TRACKING", "ON"), ("MGET", "n1", "n2", "n3", "n4", "n5"))
+            s.talk("admin", ("CONFIG", "SET", "tracking-table-max-keys", "2"))
+            time.sleep(0.5)
+            log.append(s.talk(a, ("PING",)).count(b"invalidate"))
+            log.append(s.info("tracking_total_keys"))
+        finally:
+            s.talk("admin", ("CONFIG", "SET", "tracking-table-max-keys", "1000000"))
+
+    both(pair, scenario)
+
+
 def test_redis_py_client_side_cache(pair):
     """redis-py's RESP3 client-side cache against Millrace: a cached read, another client's write, a fresh read
     (redis-py refuses to connect with a cache where CLIENT TRACKING fails)."""
