@@ -56,7 +56,7 @@ class Client(asyncio.Protocol):
         "authenticated", "logged_in", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
         "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
-        "channels", "patterns", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
+        "channels", "patterns", "shard_channels", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
         "restricted", "watch_expired",
         "woff", "tracking",
     )
@@ -105,7 +105,8 @@ class Client(asyncio.Protocol):
         self.repl_eof = False  # REPLCONF capa eof: it reads a diskless snapshot's `$EOF:<mark>` framing
         self.channels: dict[bytes, None] = {}  # SUBSCRIBEd channels, in order (server.pubsub holds the reverse map)
         self.patterns: dict[bytes, None] = {}  # PSUBSCRIBEd patterns
-        self.subscribed = False  # RESP2 with a subscription: only (P)(UN)SUBSCRIBE, PING, QUIT, RESET run
+        self.shard_channels: dict[bytes, None] = {}  # SSUBSCRIBEd shard channels
+        self.subscribed = False  # RESP2 with a subscription: only (P|S)(UN)SUBSCRIBE, PING, QUIT, RESET run
         self.restricted = False  # subscribed or MONITOR: execute() filters its commands (no fast path)
         self.watch_expired: set[tuple[int, bytes]] | None = None  # WATCHed keys already past their TTL then
         self.obuf_soft_since = 0.0  # over client-output-buffer-limit's soft limit since (monotonic), or 0
@@ -162,7 +163,7 @@ class Client(asyncio.Protocol):
         self.unwatch()
         if self.tracking is not None:
             server.tracking.disable(self)
-        if self.channels or self.patterns:
+        if self.channels or self.patterns or self.shard_channels:
             server.pubsub.drop(self)
         if self.monitor and self in server.monitors:
             server.monitors.remove(self)
@@ -433,8 +434,8 @@ class Client(asyncio.Protocol):
         self.update_subscribed()
 
     def update_subscribed(self) -> None:
-        """Redis's RESP2 subscribed context: any subscription, over RESP2 (RESP3 pushes beside replies)."""
-        self.subscribed = self.resp == 2 and bool(self.channels or self.patterns)
+        """Redis's RESP2 subscribed context: any subscription (shard ones too), over RESP2 (RESP3 pushes beside replies)."""
+        self.subscribed = self.resp == 2 and bool(self.channels or self.patterns or self.shard_channels)
         self.restricted = self.subscribed or self.monitor
 
     def queue(self, cmd, argv: list[bytes]):

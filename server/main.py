@@ -447,7 +447,7 @@ def close_idle_clients(server: Server, timeout: int, now: float) -> None:
     never a blocked client, a replica or MONITOR, nor a Pub/Sub subscriber (a quiet channel is no dead link)."""
     for client in list(server.clients.values()):
         if (client.blocked is None and not client.monitor and client.replica is None and not client.channels
-                and not client.patterns and now - client.last_interaction / 1000 > timeout):
+                and not client.patterns and not client.shard_channels and now - client.last_interaction / 1000 > timeout):
             log.log(VERBOSE, "Closing idle client")  # at Redis's level: `loglevel verbose` shows it
             client.kill()
 

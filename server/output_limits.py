@@ -98,7 +98,7 @@ def client_class(client) -> str:
     """Redis's getClientType for the limits: a replica link, a subscriber, or normal (a primary link too)."""
     if client.replica is not None:
         return "slave"
-    if client.channels or client.patterns:
+    if client.channels or client.patterns or client.shard_channels:
         return "pubsub"
     return "normal"
 

@@ -15,7 +15,7 @@ from .command import Command
 
 # Redis's commands flagged MAY_REPLICATE (src/commands/*.json): a WRITE pause holds them as it holds writes.
 # COMMAND INFO does not show the flag in Redis 8, so it is kept here, not among a Command's flags.
-# Of these Millrace implements PUBLISH.
+# Of these Millrace implements PUBLISH and SPUBLISH.
 MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount", "eval", "evalsha", "fcall", "script|load", "script|flush"})
 
 

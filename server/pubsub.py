@@ -2,7 +2,11 @@
 
 As Redis's pubsub.c: a server-wide map of channel -> subscribers and pattern ->
 subscribers (insertion-ordered, so PUBLISH delivers in subscription order),
-mirrored on each client as its own channels and patterns. A message is encoded
+mirrored on each client as its own channels and patterns. Shard channels
+(SSUBSCRIBE, SPUBLISH: Redis's pubsubshard_channels) are a third map, apart from
+both: a standalone Redis checks no slots, a shard message (`smessage`) reaches
+only that channel's shard subscribers, and keyspace events never go there. A
+message is encoded
 once per protocol version and queued on each receiver like any reply; a
 subscriber whose unread output passes `client-output-buffer-limit pubsub` is
 dropped as Redis's checkClientOutputBufferLimits drops it.
@@ -43,6 +47,11 @@ def _message(channel: bytes, message: bytes) -> tuple[bytes, bytes]:
     return array, b">" + array[1:]
 
 
+def _smessage(channel: bytes, message: bytes) -> tuple[bytes, bytes]:
+    array = b"*3\r\n$8\r\nsmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(channel), channel, len(message), message)
+    return array, b">" + array[1:]
+
+
 def _pmessage(pattern: bytes, channel: bytes, message: bytes) -> tuple[bytes, bytes]:
     array = b"*4\r\n$8\r\npmessage\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
         len(pattern), pattern, len(channel), channel, len(message), message)
@@ -52,12 +61,13 @@ def _pmessage(pattern: bytes, channel: bytes, message: bytes) -> tuple[bytes, by
 class PubSub:
     """Channel and pattern subscriptions of all clients: `server.pubsub`."""
 
-    __slots__ = ("server", "channels", "patterns", "matchers", "flags", "active", "output_limits", "to_check")
+    __slots__ = ("server", "channels", "patterns", "shard_channels", "matchers", "flags", "active", "output_limits", "to_check")
 
     def __init__(self, server) -> None:
         self.server = server
         self.channels: dict[bytes, dict] = {}  # channel -> {client: None}, in subscription order
         self.patterns: dict[bytes, dict] = {}  # pattern -> {client: None}
+        self.shard_channels: dict[bytes, dict] = {}  # shard channel -> {client: None} (no keyspace events here)
         self.matchers: dict[bytes, object] = {}  # pattern -> its compiled glob
         self.flags = notify_flags(server.config["notify-keyspace-events"])
         self.active = 0  # `flags` while anyone is subscribed, else 0: commands skip their events then
@@ -126,12 +136,33 @@ class PubSub:
         client.update_subscribed()
         return True
 
+    def ssubscribe(self, client, channel: bytes) -> bool:
+        """A shard channel subscription; False if client already had it."""
+        if channel in client.shard_channels:
+            return False
+        client.shard_channels[channel] = None
+        self.shard_channels.setdefault(channel, {})[client] = None
+        client.update_subscribed()
+        return True
+
+    def sunsubscribe(self, client, channel: bytes) -> bool:
+        if client.shard_channels.pop(channel, 0) is not None:
+            return False
+        subscribers = self.shard_channels[channel]
+        del subscribers[client]
+        if not subscribers:
+            del self.shard_channels[channel]
+        client.update_subscribed()
+        return True
+
     def drop(self, client) -> None:
         """A client leaves (disconnect, RESET): its subscriptions go, with no replies."""
         for channel in list(client.channels):
             self.unsubscribe(client, channel)
         for pattern in list(client.patterns):
             self.punsubscribe(client, pattern)
+        for channel in list(client.shard_channels):
+            self.sunsubscribe(client, channel)
 
     # -- delivery --------------------------------------------------------------------
 
@@ -149,6 +180,14 @@ class PubSub:
                     self.deliver(subscribers, _pmessage(pattern, channel, message))
                     receivers += len(subscribers)
         return receivers
+
+    def spublish(self, channel: bytes, message: bytes) -> int:
+        """SPUBLISH: to the shard channel's subscribers only (no pattern sees it); the receiver count."""
+        subscribers = self.shard_channels.get(channel)
+        if not subscribers:
+            return 0
+        self.deliver(subscribers, _smessage(channel, message))
+        return len(subscribers)
 
     def deliver(self, subscribers, forms: tuple[bytes, bytes]) -> None:
         """Queue a message on each subscriber as a reply; their output is checked against the limits

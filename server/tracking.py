@@ -233,7 +233,7 @@ class Tracking:
                 return
             if target.resp == 3:
                 data = INVALIDATE + payload
-            elif target.channels or target.patterns:
+            elif target.channels or target.patterns or target.shard_channels:  # Redis: any subscription (CLIENT_PUBSUB)
                 data = MESSAGE + payload
             else:
                 return

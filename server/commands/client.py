@@ -29,7 +29,7 @@ def client_flags(client) -> str:
         flags += "O"
     elif client.replica is not None:
         flags += "S"
-    if client.channels or client.patterns:
+    if client.channels or client.patterns or client.shard_channels:
         flags += "P"
     if client.multi is not None:
         flags += "x"
@@ -85,7 +85,7 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
         f"id={client.id} addr={client.addr} laddr={client.laddr} fd={client.fd} "
         f"name={client.name.decode('latin-1')} age={int(now - client.created)} "
         f"idle={int(now - client.last_interaction / 1000)} flags={client_flags(client)} db={client.db.id} "
-        f"sub={len(client.channels)} psub={len(client.patterns)} ssub=0 multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
+        f"sub={len(client.channels)} psub={len(client.patterns)} ssub={len(client.shard_channels)} multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
         f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={16384 + unsent} "
         f"events={'rw' if unsent else 'r'} cmd={cmd_name} user=default redir={client.tracking.redirect if client.tracking is not None else -1} resp={client.resp} "
         f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')} "
@@ -95,11 +95,11 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
 
 def client_type(client) -> str:
     """Redis's getClientType: a replica link is `slave` (a MONITOR never is one here) and a subscriber
-    `pubsub` (whatever its protocol), so CLIENT KILL TYPE normal (Sentinel's failover) leaves both be.
+    `pubsub` (whatever its protocol, shard channels too), so CLIENT KILL TYPE normal (Sentinel's failover) leaves both be.
     A replica's own link to its primary is not in the client table (replica_link.LoadingClient)."""
     if client.replica is not None:
         return "slave"
-    if client.channels or client.patterns:
+    if client.channels or client.patterns or client.shard_channels:
         return "pubsub"
     return "normal"
 

@@ -327,7 +327,9 @@ def _keys_for(argv: list[bytes]) -> tuple[Command, list[int]]:
         cmd = cmd.subcommands.get(target[1].lower())
     if cmd is None:
         raise ReplyError("ERR Invalid command specified")
-    if cmd.keys_fn is None and cmd.keys[0] == 0:  # Redis asks this before it checks the arity
+    not_keys = KEY_SPECS.get(cmd.name)
+    only_not_keys = not_keys is not None and all("not_key" in row[0] for row in not_keys)  # SPUBLISH's channel
+    if (cmd.keys_fn is None and cmd.keys[0] == 0) or only_not_keys:  # Redis asks this before it checks the arity
         raise ReplyError("ERR The command has no key arguments")
     arity = cmd.arity
     if (arity > 0 and len(target) != arity) or len(target) < -arity:

@@ -1,10 +1,16 @@
-"""Pub/Sub commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB.
+"""Pub/Sub commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB, and the
+shard channel ones, SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH.
 
 (Un)subscribe confirmations are one reply per channel, as Redis sends them: a
 RESP2 array or a RESP3 push (`>`), so a subscribing command answers with
-several replies, pre-encoded for its connection. PUBLISH is no write (it
-changes no key), yet Redis sends it to replicas (not to the AOF): it goes out
-through `Server.propagate_replicas`.
+several replies, pre-encoded for its connection. Their count is the client's
+channels and patterns, or for the shard commands its shard channels alone
+(Redis's subscriptionCount of each pubSubType). PUBLISH and SPUBLISH are no
+writes (they change no key), yet Redis sends them to replicas (not to the AOF):
+they go out through `Server.propagate_replicas`.
+
+The shard commands declare their channels as Redis's key specs do (NOT_KEY), so
+COMMAND INFO shows their positions; no key is looked up, so no keymiss event.
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ from protocol.reply import Push, Raw
 
 from ..client import ON
 from ..command import command, container
+from ..notify import KEYMISS_LOOKUPS
 from .args import help_reply
+from .introspection import KEY_SPECS
 
 
-def _confirm(ctx, out: list[bytes], kind: bytes, name: bytes | None) -> None:
-    """One confirmation: [kind, channel or pattern, the client's subscription count]."""
-    ctx.encode(Push([kind, name, len(ctx.channels) + len(ctx.patterns)]), out)
+def _confirm(ctx, out: list[bytes], kind: bytes, name: bytes | None, count: int | None = None) -> None:
+    """One confirmation: [kind, channel or pattern, the client's subscription count] (channels and
+    patterns; `count` for the shard commands, which count shard channels alone)."""
+    ctx.encode(Push([kind, name, len(ctx.channels) + len(ctx.patterns) if count is None else count]), out)
 
 
 def _confirmations(ctx, out: list[bytes]):
@@ -104,6 +113,52 @@ def publish(ctx, argv):
     return receivers
 
 
+@command("ssubscribe", -2, "pubsub noscript loading stale", keys=(1, -1, 1), group="pubsub", since="7.0.0",
+         summary="Listens for messages published to shard channels.",
+         complexity="O(N) where N is the number of shard channels to subscribe to.")
+def ssubscribe(ctx, argv):
+    """SSUBSCRIBE shardchannel [shardchannel ...]: standalone, so channels of any slots together (no CROSSSLOT)."""
+    if ctx.loading or ctx.in_exec:  # Redis's ssubscribeCommand makes no exception for MULTI
+        raise ReplyError("ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client")
+    pubsub, out, shard = ctx.server.pubsub, [], ctx.shard_channels
+    for channel in argv[1:]:
+        pubsub.ssubscribe(ctx, channel)
+        _confirm(ctx, out, b"ssubscribe", channel, len(shard))
+    return _confirmations(ctx, out)
+
+
+@command("sunsubscribe", -1, "pubsub noscript loading stale", keys=(1, -1, 1), group="pubsub", since="7.0.0",
+         summary="Stops listening to messages posted to shard channels.",
+         complexity="O(N) where N is the number of shard channels to unsubscribe.")
+def sunsubscribe(ctx, argv):
+    """SUNSUBSCRIBE [shardchannel [shardchannel ...]]: none named is all of them."""
+    pubsub, out, shard = ctx.server.pubsub, [], ctx.shard_channels
+    channels = argv[1:] or list(shard)
+    for channel in channels:
+        pubsub.sunsubscribe(ctx, channel)
+        _confirm(ctx, out, b"sunsubscribe", channel, len(shard))
+    if not channels:
+        _confirm(ctx, out, b"sunsubscribe", None, 0)
+    return _confirmations(ctx, out)
+
+
+@command("spublish", 3, "pubsub loading stale fast", keys=(1, 1, 1), group="pubsub", since="7.0.0",
+         summary="Post a message to a shard channel",
+         complexity="O(N) where N is the number of clients subscribed to the receiving shard channel.")
+def spublish(ctx, argv):
+    """SPUBLISH shardchannel message -> the number of clients that received it; replicas get it as PUBLISH's."""
+    server = ctx.server
+    receivers = server.pubsub.spublish(argv[1], argv[2])
+    server.propagate_replicas([[b"SPUBLISH", argv[1], argv[2]]])
+    return receivers
+
+
+# Redis's key specs of the shard commands: the channels, flagged NOT_KEY (COMMAND GETKEYS finds none).
+_NOT_KEY_ALL = ((("not_key",), 1, (-1, 1, 0), None),)
+KEY_SPECS.update(ssubscribe=_NOT_KEY_ALL, sunsubscribe=_NOT_KEY_ALL, spublish=((("not_key",), 1, (0, 1, 0), None),))
+KEYMISS_LOOKUPS.update(ssubscribe=0, sunsubscribe=0, spublish=0)  # channels, never looked up as keys
+
+
 container("pubsub", group="pubsub", summary="A container for Pub/Sub commands.", since="2.8.0")
 
 PUBSUB_HELP = (
@@ -171,20 +226,21 @@ def pubsub_numpat(ctx, argv):
          summary="Returns the active shard channels.",
          complexity="O(N) where N is the number of active shard channels, and assuming constant time pattern matching (relatively short shard channels).")
 def pubsub_shardchannels(ctx, argv):
-    """PUBSUB SHARDCHANNELS [pattern]: Millrace has no SSUBSCRIBE, so no shard channel is ever active."""
+    """PUBSUB SHARDCHANNELS [pattern]"""
     if len(argv) > 3:
         raise _syntax(argv)
-    return []
+    return _active(ctx.server.pubsub.shard_channels, argv)
 
 
 @command("pubsub|shardnumsub", -2, "pubsub loading stale", group="pubsub", since="7.0.0",
          summary="Returns the count of subscribers of shard channels.",
          complexity="O(N) for the SHARDNUMSUB subcommand, where N is the number of requested shard channels")
 def pubsub_shardnumsub(ctx, argv):
-    """PUBSUB SHARDNUMSUB [shardchannel ...]: each with 0 subscribers (no SSUBSCRIBE here)."""
+    """PUBSUB SHARDNUMSUB [shardchannel ...] -> shardchannel, count, ... (a flat array, as NUMSUB's)"""
+    channels = ctx.server.pubsub.shard_channels
     reply: list = []
     for channel in argv[2:]:
-        reply += [channel, 0]
+        reply += [channel, len(channels.get(channel, ()))]
     return reply
 
 

@@ -45,7 +45,7 @@ def test_after_write_applies_the_normal_class_before_auth_too(authenticated, mon
     for limits in [None, (700, 0, 0), (0, 700, 0), (50_000, 0, 0)]:
         for size in [0, 699, 700, 5000, unauth_edge, unauth_edge + 1, 60_000]:
             client = SimpleNamespace(
-                authenticated=authenticated, transport=_Transport(size), output=[], replica=None, channels={}, patterns={},
+                authenticated=authenticated, transport=_Transport(size), output=[], replica=None, channels={}, patterns={}, shard_channels={},
                 obuf_soft_since=0.0, pending=deque(), close_after_reply=False,
             )
             server = SimpleNamespace(normal_output_limits=limits, stats={})
