@@ -36,6 +36,9 @@ class Block:
     # entry becomes idle enough); attempt() updates it when it keeps waiting
     wake_at: int | None = None
     wake_timer: object = None
+    # XREAD: each key's last ID when it blocked, what its `$` stood for. Redis rewrites `$` so in the
+    # blocked command's argv, and a woken XREAD that CLIENT PAUSE postpones runs again with them.
+    last_ids: list | None = None
 
     def timeout_reply(self):
         """The reply when the wait ends without attempt() succeeding (timeout, CLIENT UNBLOCK, MULTI):
@@ -44,19 +47,31 @@ class Block:
         return reply() if callable(reply) else reply
 
 
+class ReadyKeys(dict):
+    """An insertion-ordered set of (db, key): a dict whose values are unused, with set's `add`."""
+
+    __slots__ = ()
+
+    def add(self, key: tuple[int, bytes]) -> None:
+        self[key] = None
+
+
 class BlockingManager:
-    """Waiters per (db, key), FIFO, plus the set of keys touched since the last serve.
+    """Waiters per (db, key), FIFO, plus the keys touched since the last serve.
 
     Each key's waiters are a dict used as an ordered set: blocks in the order
     they blocked, and any one removed in O(1) (serving M waiters of one key
-    unparks each of them: a list would make that O(M^2)).
+    unparks each of them: a list would make that O(M^2)). `ready` is one too:
+    keys in the order they became ready, as Redis's server.ready_keys list, so
+    readers blocked on different keys are served in the order the keys were
+    written (a set's order would depend on the hash seed).
     """
 
     __slots__ = ("waiters", "ready", "count")
 
     def __init__(self) -> None:
         self.waiters: dict[tuple[int, bytes], dict[Block, None]] = {}
-        self.ready: set[tuple[int, bytes]] = set()
+        self.ready = ReadyKeys()
         self.count = 0  # blocked clients, for INFO blocked_clients
 
     def park(self, block: Block) -> None:
@@ -81,10 +96,10 @@ class BlockingManager:
 
     def touch(self, db: int, key: bytes) -> None:
         if (db, key) in self.waiters:
-            self.ready.add((db, key))
+            self.ready[(db, key)] = None
 
     def touch_db(self, db: int) -> None:
         """A whole database changed (FLUSHDB, SWAPDB): every waiter in it re-checks."""
         for wdb, key in self.waiters:
             if wdb == db:
-                self.ready.add((wdb, key))
+                self.ready[(wdb, key)] = None

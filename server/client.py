@@ -470,10 +470,20 @@ class Client(asyncio.Protocol):
         self.dirty_cas = False
 
     def kill(self) -> None:
-        """Close the link; replies to commands already run still go out first."""
+        """Close the link; replies to commands already run still go out first.
+
+        Redis frees the client at once (freeClient): its wait ends now, not when the transport reports
+        the close on a later loop turn, so a write that follows in the same pipeline or EXEC serves the
+        next waiter, never this client; nor does anything it sent after the blocked command run.
+        """
         if self.transport is not None:
             self.server.flush_writes()
             self.transport.close()
+        block = self.blocked
+        if block is not None:
+            self.blocked = None
+            self.server.blocking.unpark(block)
+        self.pending.clear()
 
 
 class LoadingClient(Client):

@@ -370,6 +370,7 @@ def become_replica(server, host: str, port: int, failover: bool = False) -> None
     else:
         cached = True  # a primary turning replica caches itself (replicationCacheMasterUsingMyself)
     replication.disconnect_replicas()
+    _disconnect_blocked_clients(server)
     Database.expiry = "hide"  # a replica never expires keys by its own clock: the primary's DELs do
     if server.replica_keys_with_expire is None:
         server.replica_keys_with_expire = set()  # except those its own clients write (replica-read-only no)
@@ -378,6 +379,28 @@ def become_replica(server, host: str, port: int, failover: bool = False) -> None
     server.update_refusing()
     if server.loop is not None:
         replication.master.start()
+
+
+UNBLOCKED_ROLE_CHANGE = "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+
+
+def _disconnect_blocked_clients(server) -> None:
+    """Redis's disconnectAllBlockedClients (replicationSetMaster): every blocked client (XREAD,
+    XREADGROUP, WAIT, WAITAOF) gets the UNBLOCKED error and its link closes after that reply; none
+    of what it sent after the blocked command runs. Clients CLIENT PAUSE postponed are left to
+    run their command from the start when the pause ends, where it is served or refused."""
+    from .pause import is_postponed
+
+    for client in list(server.clients.values()):
+        block = client.blocked
+        if block is None or is_postponed(block):
+            continue
+        client.pending.clear()
+        client.close_after_reply = True
+        if client.transport is not None:  # nothing it sends before the close runs either
+            client.transport.pause_reading()
+        server.unblock(block, server.error(UNBLOCKED_ROLE_CHANGE))
+        client.send([])  # queued for the write that closes it, even under CLIENT REPLY OFF
 
 
 def become_primary(server) -> None:

@@ -17,9 +17,10 @@ from time import perf_counter_ns
 from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
 from storage.keyspace import Keyspace
+from storage.stream_id import format_id
 
 from . import REDIS_VERSION, notify, output_limits, retention
-from .blocking import Block, BlockingManager
+from .blocking import Block, BlockingManager, ReadyKeys
 from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .default_user import DefaultUser
@@ -638,6 +639,8 @@ class Server:
         block.client = client
         block.write = cmd.write
         block.command = cmd
+        if cmd.name == "xread":
+            block.last_ids = [getattr(client.db.lookup(key, self.now), "last_id", 0) for key in block.keys]
         self.blocking.park(block)
         client.blocked = block
         if block.timeout_ms > 0:
@@ -678,14 +681,21 @@ class Server:
         block.client.resume(reply)
 
     def serve_ready(self) -> None:
-        """Retry the clients blocked on keys touched since the last call, FIFO per key."""
+        """Retry the clients blocked on keys touched since the last call: the keys in the order they
+        became ready (Redis's server.ready_keys list), each key's clients FIFO.
+
+        Redis re-runs a woken command through processCommand, so while some state refuses or holds
+        commands (`refusing`, CLIENT PAUSE, a password set since), recheck_woken() judges it first."""
         blocking = self.blocking
         self.clock()
         while blocking.ready:
-            ready, blocking.ready = blocking.ready, set()
+            ready, blocking.ready = blocking.ready, ReadyKeys()
             for db, key in ready:
                 for block in list(blocking.waiters.get((db, key), ())):
-                    if block.client.blocked is not block:
+                    client = block.client
+                    if client.blocked is not block:
+                        continue
+                    if (self.refusing or self.pause is not None or not client.authenticated) and self.recheck_woken(block):
                         continue
                     start = perf_counter_ns()
                     try:
@@ -707,6 +717,44 @@ class Server:
                             rule = DIRTY_RULES.get(block.command.name) if block.command is not None else None
                             self.after_write(db, effects, None if rule is None else rule(result, effects))
                     self.unblock(block, result)
+
+    # Answered when their condition is met, not re-run (Redis's BLOCKED_WAIT / BLOCKED_WAITAOF).
+    NOT_RERUN = frozenset({"wait", "waitaof"})
+
+    def recheck_woken(self, block: Block) -> bool:
+        """processCommand's checks for a woken blocked command, as execute() makes them for one that
+        arrives: what refuses it now (NOAUTH, OOM, MISCONF, NOREPLICAS, READONLY, MASTERDOWN) answers
+        it and ends the wait, uncounted but as a rejected call; a CLIENT PAUSE that holds it postpones
+        it, to run from the start when the pause ends (an XREAD's `$` as the ID it stood for).
+        True when the client no longer waits on its keys."""
+        cmd, client = block.command, block.client
+        if cmd is None or cmd.name in self.NOT_RERUN:
+            return False
+        try:
+            if not client.authenticated and "no-auth" not in cmd.flags:
+                raise ReplyError("NOAUTH Authentication required.")
+            if self.refusing:
+                self.refuse(cmd, block.argv, client)
+        except ReplyError as exc:
+            if self.tracking is not None:
+                self.tracking.rejected(client, cmd)
+            self.blocking.unpark(block)
+            client.resume(self.error(exc.message, cmd, rejected=True))
+            return True
+        if self.pause is None or not self.pause.applies(client, cmd):
+            return False
+        from .pause import postpone
+
+        argv = block.argv
+        if block.last_ids is not None:  # XREAD ... STREAMS key... id...: the IDs end the command line
+            ids = len(block.keys)
+            argv = argv[:-ids] + [
+                format_id(last_id) if arg == b"$" else arg for arg, last_id in zip(argv[-ids:], block.last_ids, strict=True)
+            ]
+        self.blocking.unpark(block)
+        client.blocked = None
+        postpone(self, client, argv)
+        return True
 
     # -- monitors ----------------------------------------------------------
 

@@ -291,8 +291,8 @@ def client_reply(ctx, argv):
 @command("client|unblock", -3, "admin noscript loading stale", group="connection", summary="Unblocks a client blocked by a blocking command from a different connection.", since="5.0.0", complexity="O(log N) where N is the number of client connections")
 def client_unblock(ctx, argv):
     """CLIENT UNBLOCK client-id [TIMEOUT|ERROR] -> 1 if a blocked client was released."""
-    if len(argv) > 4:
-        raise ReplyError(SYNTAX)
+    if len(argv) > 4:  # Redis matches UNBLOCK on 3 or 4 arguments only, then falls to its subcommand error
+        raise subcommand_error(argv)
     as_error = False
     if len(argv) == 4:
         reason = argv[3].lower()
