@@ -40,7 +40,7 @@ class ServerProcess:
                 return
             except (redis.AuthenticationError, redis.ResponseError):
                 return  # an error reply is an answer: NOAUTH, or MASTERDOWN from a replica not yet linked
-            except redis.ConnectionError:  # refused, or LOADING (BusyLoadingError)
+            except (redis.ConnectionError, redis.TimeoutError):  # refused, LOADING (BusyLoadingError), or busy loading a big file
                 time.sleep(0.05)
         raise RuntimeError(f"{self.name} did not start: {self.read_log()}")
 

@@ -61,6 +61,7 @@ def test_the_next_tick_is_scheduled_even_when_the_clock_fails(monkeypatch):
 
 
 def test_every_periodic_task_is_in_the_list():
-    """Active expiry, stream housekeeping, measures, clients, persistence, replication, retention, refusals."""
+    """Active expiry, stream housekeeping, measures, clients, persistence, replication, retention, refusals,
+    the client-side caching table's limit."""
     names = [task.__name__ for task in main.CRON_TASKS]
-    assert names == ["_active_expire", "_streams", "_measure", "_clients", "_persistence", "_replication", "_retention", "_refusal"]
+    assert names == ["_active_expire", "_streams", "_measure", "_clients", "_persistence", "_replication", "_retention", "_refusal", "_tracking"]
