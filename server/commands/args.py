@@ -94,3 +94,11 @@ class Cursor:
 
     def next_int(self, error: str = NOT_INTEGER) -> int:
         return to_int(self.next(), error)
+
+
+def int32_arg(arg: bytes) -> int:
+    """Redis's getIntFromObjectOrReply with its own messages: not an integer, or outside a C int."""
+    value = to_int(arg, "ERR value is not an integer or out of range")
+    if not -(2**31) <= value < 2**31:
+        raise ReplyError("ERR value is out of range, value must between -2147483648 and 2147483647")
+    return value

@@ -10,7 +10,7 @@ from protocol.reply import OK, PONG, Map, Simple
 from .. import REDIS_VERSION
 from ..client import ON, SKIP
 from ..command import command
-from .args import to_int
+from .args import int32_arg, to_int
 
 NO_PASSWORD = (
     "ERR AUTH <password> called without any password configured for the default user. "
@@ -65,7 +65,7 @@ def echo(ctx, argv):
 @command("select", 2, "fast loading stale", group="connection", summary="Changes the selected database.")
 def select(ctx, argv):
     """SELECT index"""
-    index = to_int(argv[1], "ERR value is not an integer or out of range")
+    index = int32_arg(argv[1])
     if not 0 <= index < len(ctx.server.keyspace):
         raise ReplyError("ERR DB index is out of range")
     ctx.db = ctx.server.keyspace[index]

@@ -15,7 +15,7 @@ from protocol.reply import OK, Simple
 from storage.keyspace import type_name
 
 from ..command import command, container
-from .args import LLONG_MAX, LLONG_MIN, help_reply, read_lookup, to_int
+from .args import LLONG_MAX, LLONG_MIN, help_reply, int32_arg, read_lookup, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
 TYPE_NAMES = frozenset((b"string", b"list", b"set", b"zset", b"hash", b"stream"))
@@ -407,7 +407,7 @@ def touch(ctx, argv):
 
 
 def _target_db(ctx, arg: bytes):
-    index = _db_index(arg, "ERR value is not an integer or out of range")
+    index = int32_arg(arg)
     keyspace = ctx.server.keyspace
     if not 0 <= index < len(keyspace):
         raise ReplyError("ERR DB index is out of range")
@@ -536,8 +536,13 @@ def object_encoding(ctx, argv):
         return type_name(value).encode()
     if _integer_encoded(value):
         return b"int"
-    size = len(key) + len(value) + (EXPIRE_SIZE if ctx.db.ttl(key) is not None else 0)
-    return b"embstr" if size <= EMBSTR_MAX_SIZE else b"raw"
+    size = len(key) + len(value)
+    if ctx.db.ttl(key) is None:
+        return b"embstr" if size <= EMBSTR_MAX_SIZE else b"raw"
+    # With an expire time: Redis 8.2.3 as measured for every key and value length up to 60 bytes; a key of
+    # 32 bytes or more (its longer sds header) also embeds when key and value add up to 40 or 41 bytes
+    embedded = size + EXPIRE_SIZE <= EMBSTR_MAX_SIZE or (len(key) >= 32 and 40 <= size <= EMBSTR_MAX_SIZE)
+    return b"embstr" if embedded else b"raw"
 
 
 @command("object|refcount", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
