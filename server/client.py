@@ -128,6 +128,9 @@ class Client(asyncio.Protocol):
         self.id = server.next_client_id
         server.next_client_id += 1
         server.clients[self.id] = self
+        # judged now, as Redis's createClient at accept: a requirepass changed since the object was made counts
+        self.logged_in = self.authenticated = not server.default_user.auth_required
+        self.reader.unauthenticated = not self.authenticated
         server.stats["total_connections_received"] += 1
         peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
         if peer:

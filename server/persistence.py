@@ -220,6 +220,8 @@ class Persistence:
         server = self.server
         now = server.clock()
         expired = 0
+        if server.tracking is not None:  # emptyData's signalFlushedDb: tracking clients drop their caches
+            server.tracking.invalidate_on_flush(None, [])
         for db in server.keyspace.dbs:
             server.touch_watched_db(db.id)  # the old data goes: a WATCHed key it held changed (Redis's emptyData)
             data, expires = loaded.dbs.pop(db.id, ({}, {}))

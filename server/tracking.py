@@ -119,6 +119,11 @@ class Tracking:
                     del self.prefix_table[prefix]
         client.tracking = None
         self.tracking_clients -= 1
+        if not self.tracking_clients and not self.prefix_table:
+            # The last tracking client went: every hook's cost goes with the state (Server's hooks test
+            # `tracking is not None`). Redis keeps the keys its table remembers until they change, so its
+            # tracking_total_keys can stay above 0 with nobody tracking; here it is 0.
+            self.server.tracking = None
 
     # -- after each command ----------------------------------------------------------
 
@@ -202,14 +207,18 @@ class Tracking:
                 self.send(target, payload)
 
     def invalidate_on_flush(self, client, argv: list[bytes]) -> None:
-        """Redis's trackingInvalidateKeysOnFlush (FLUSHDB and FLUSHALL, whatever they emptied): a null
-        invalidation to every tracking client, NOLOOP or not, and the table is emptied."""
+        """Redis's trackingInvalidateKeysOnFlush (FLUSHDB and FLUSHALL, whatever they emptied; and with no
+        client, emptyData: a replica's full sync, DEBUG RELOAD): a null invalidation to every tracking
+        client, NOLOOP or not, and the table is emptied."""
         server = self.server
         caller = server.caller
         if self.tracking_clients:
-            mode = argv[1].lower() if len(argv) > 1 else (b"async" if server.config["lazyfree-lazy-user-flush"] else b"sync")
-            # a top-level SYNC flush replies after its background job: its own client hears first
-            pending = client.in_exec or mode == b"async"
+            if client is None:
+                pending = False  # emptyData is synchronous
+            else:
+                mode = argv[1].lower() if len(argv) > 1 else (b"async" if server.config["lazyfree-lazy-user-flush"] else b"sync")
+                # a top-level SYNC flush replies after its background job: its own client hears first
+                pending = client.in_exec or mode == b"async"
             for target in list(server.clients.values()):
                 if target.tracking is not None:
                     null = NULLS[target.resp]

@@ -201,11 +201,59 @@ def test_default_mode_invalidations(pair):
         log.append((s.talk(w, ("MSET", "q1", "1", "q2", "1", "q3", "1", "q4", "1", "q5", "1"), ("XADD", "s", "1-1", "f", "v")), s.talk(a)))
         log.append(s.talk(a, ("GET", "s"), ("GET", "other-db")))  # an error still remembers its key
         log.append((s.talk(w, ("DEL", "s"), ("SELECT", "1"), ("SET", "other-db", "1"), ("SELECT", "0")), s.talk(a)))  # the table knows no db
+        s.talk(s.open("b"), ("CLIENT", "TRACKING", "ON"))  # another tracking client: the table stays (see below)
         log.append(s.talk(a, ("GET", "kept"), ("CLIENT", "TRACKING", "OFF")))
         log.append(s.info(*TRACKING_INFO))  # tracking off: its keys stay until modified
         log.append((s.talk(w, ("SET", "kept", "1")), s.talk(a), s.info(*TRACKING_INFO)))
 
     both(pair, scenario)
+
+
+def test_the_last_tracking_client_takes_the_table_with_it(pair):
+    """Millrace's one difference: when no client tracks, its table goes (and every hook's cost with it);
+    Redis keeps the keys it remembered until they change, so its tracking_total_keys stays above 0."""
+    session = Session(pair[0].port)
+    try:
+        session.talk(session.open("a"), ("CLIENT", "TRACKING", "ON"), ("GET", "k1"), ("GET", "k2"))
+        assert session.info("tracking_clients", "tracking_total_keys") == {"tracking_clients": "1", "tracking_total_keys": "2"}
+        session.talk("a", ("CLIENT", "TRACKING", "OFF"))
+        assert session.info("tracking_clients", "tracking_total_keys") == {"tracking_clients": "0", "tracking_total_keys": "0"}
+        session.talk("a", ("CLIENT", "TRACKING", "ON"), ("GET", "k1"))  # and it comes back on the next one
+        session.talk(session.open("w", 2), ("SET", "k1", "x"))
+        assert b"invalidate" in session.talk("a", ("PING",))
+    finally:
+        session.close()
+
+
+def _tracked_then_emptied(proc, primary_port: int | None) -> bytes:
+    """A RESP3 tracking client's view when the whole dataset is replaced: by a full sync from a primary
+    (REPLICAOF) or by DEBUG RELOAD (Redis's emptyData: a null invalidation)."""
+    session = Session(proc.port)
+    try:
+        session.talk(session.open("a"), ("CLIENT", "TRACKING", "ON"), ("GET", "k"))
+        if primary_port is None:
+            session.talk("admin", ("DEBUG", "RELOAD"))
+        else:
+            session.talk("admin", ("REPLICAOF", "127.0.0.1", str(primary_port)))
+        deadline = time.monotonic() + 10
+        seen = b""
+        while b"invalidate" not in seen and time.monotonic() < deadline:
+            seen += session.listen("a", timeout=0.2)
+        return seen
+    finally:
+        session.talk("admin", ("REPLICAOF", "NO", "ONE"))
+        session.close()
+
+
+def test_a_full_sync_or_reload_invalidates_every_cache(pair):
+    assert [_tracked_then_emptied(proc, None) for proc in pair] == [b">2\r\n$10\r\ninvalidate\r\n_\r\n"] * 2
+    primaries = [start_millrace(), start_redis()]
+    try:
+        seen = [_tracked_then_emptied(proc, primary.port) for proc, primary in zip(pair, primaries, strict=True)]
+    finally:
+        for primary in primaries:
+            primary.stop()
+    assert seen == [b">2\r\n$10\r\ninvalidate\r\n_\r\n"] * 2
 
 
 def test_flush_and_swapdb(pair):
