@@ -219,3 +219,26 @@ def test_config_rewrite_writes_the_default_users_current_password(tmp_path):
         assert proc.client(password="new", protocol=2).ping()
     finally:
         proc.stop()
+
+
+def noauth_after_the_password_goes(port: int, rounds: int = 20) -> int:
+    """A connection accepted while a password is set, whose first command comes after the password was
+    removed (the CONFIG SET may run before the server has finished accepting it)."""
+    admin = RawConn(port)
+    noauth = 0
+    try:
+        for _ in range(rounds):
+            admin.call("CONFIG", "SET", "requirepass", "pw")
+            admin.call("AUTH", "pw")
+            late = RawConn(port)
+            admin.call("CONFIG", "SET", "requirepass", "")
+            noauth += repr(late.call("PING")).startswith("ReplyError('NOAUTH")
+            late.close()
+        return noauth
+    finally:
+        admin.call("CONFIG", "SET", "requirepass", "")
+        admin.close()
+
+
+def test_a_connection_accepted_as_the_password_goes_runs_commands(pair):
+    assert [noauth_after_the_password_goes(proc.port) for proc in pair] == [0, 0]
