@@ -175,7 +175,7 @@ def load_users(server: Server) -> None:
                 sys.exit(1)
             user = default_user.from_file(os.path.join(config["dir"], config["aclfile"]))
     except default_user.AclError as exc:
-        log.warning("Aborting Redis startup because of ACL errors: %s", exc)
+        log.warning("Aborting Millrace startup because of ACL errors: %s", exc)  # Redis's words, naming this server
         sys.exit(1)
     if user is not None:
         server.default_user = user

@@ -28,7 +28,7 @@ from tests.servers import (
     start_redis,
 )
 
-ACL_ERRORS = "Aborting Redis startup because of ACL errors: "
+ACL_ERRORS = "startup because of ACL errors: "  # "Aborting Redis ..." / "Aborting Millrace ..."
 
 
 def started(kind: str, *args: str):
@@ -81,8 +81,8 @@ def test_a_broken_acl_file_stops_start_up_as_redis(tmp_path, content, wanted):
     path = tmp_path / "users.acl"
     if content is not None:
         path.write_text(content)
-    for kind in ("millrace", "redis"):
-        assert ACL_ERRORS + wanted.format(path=path) in refusal(kind, "--aclfile", str(path)), kind
+    for kind, name in (("millrace", "Millrace"), ("redis", "Redis")):
+        assert f"Aborting {name} {ACL_ERRORS}" + wanted.format(path=path) in refusal(kind, "--aclfile", str(path)), kind
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_an_acl_file_millrace_cannot_honour_stops_start_up(tmp_path, line):
     path = tmp_path / "users.acl"
     path.write_text(line + "\n")
     log = refusal("millrace", "--aclfile", str(path))
-    assert ACL_ERRORS in log and "Millrace has one user, 'default', with every permission" in log
+    assert f"Aborting Millrace {ACL_ERRORS}" in log and "Millrace has one user, 'default', with every permission" in log
 
 
 def test_a_config_file_rewritten_by_redis_starts_millrace_with_its_password(tmp_path):
