@@ -8,6 +8,7 @@ read from the fields of each entry (null when absent) and cast from text.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
 
@@ -115,18 +116,50 @@ def plan_for(schema: StructType) -> BatchPlan:
     return BatchPlan(tuple(columns), arrow_schema)
 
 
+class _NotUtf8(ValueError):
+    """Raised by _text: the value at `index` is bytes that are not valid UTF-8."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
 def _text(values: list, arrow_type: pa.DataType) -> pa.Array:
-    """bytes -> string array (via binary: several times faster), replacing undecodable bytes rather than failing."""
+    """bytes -> string array (via binary: several times faster). Bytes that are not valid UTF-8 are
+    never replaced (that would change the data silently): _NotUtf8 names the first one, and the
+    caller turns it into an error naming the stream, entry and field."""
     try:
         return pa.array(values, pa.binary()).cast(arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values], arrow_type)
+        for index, value in enumerate(values):
+            if isinstance(value, bytes):
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _NotUtf8(index) from None
+        raise
 
 
-def _field_column(values: list, column: Column, stream: str) -> pa.Array:
+def _not_utf8(stream: str, entry_id: bytes, field: bytes | str, column: str) -> ValueError:
+    field_name = field.decode("utf-8", "backslashreplace") if isinstance(field, bytes) else field
+    fix = (
+        "read such values as bytes: .schema(\"stream string, id string, ts_ms long, seq long, fields map<string,binary>\")"
+        if column == "fields"
+        else f"read such values as bytes: a binary column ('{column} binary')"
+    )
+    return ValueError(
+        f"millrace: field {field_name!r} of entry {entry_id.decode()} in stream {stream!r} is not valid UTF-8 text, "
+        f"so it cannot be read as a string without changing it; {fix}"
+    )
+
+
+def _field_column(values: list, column: Column, stream: str, ids: list) -> pa.Array:
     if pa.types.is_binary(column.arrow_type):
         return pa.array(values, pa.binary())
-    text = _text(values, pa.string())
+    try:
+        text = _text(values, pa.string())
+    except _NotUtf8 as bad:
+        raise _not_utf8(stream, ids[bad.index], column.name, column.name) from None
     if pa.types.is_string(column.arrow_type):
         return text
     try:
@@ -137,19 +170,36 @@ def _field_column(values: list, column: Column, stream: str) -> pa.Array:
         raise ValueError(f"millrace: field '{column.name}' of stream {stream!r} cannot be read as {column.arrow_type}: {exc}")
 
 
-def _fields_map(pairs: list, column: Column) -> pa.Array:
+def _fields_map(pairs: list, column: Column, stream: str, ids: list) -> pa.Array:
     """map<string, string|binary> from `[[field, value, ...], ...]`, built from flat key and value arrays."""
     flat = list(chain.from_iterable(pairs))
-    offsets = pc.shift_right(pa.array(list(accumulate(map(len, pairs), initial=0)), pa.int32()), 1)  # 2 items a pair
+    counts = list(accumulate(map(len, pairs), initial=0))
+    offsets = pc.shift_right(pa.array(counts, pa.int32()), 1)  # 2 items a pair
     value_type = column.arrow_type.item_type
     values = flat[1::2]
-    value_array = pa.array(values, pa.binary()) if pa.types.is_binary(value_type) else _text(values, pa.string())
-    return pa.MapArray.from_arrays(offsets, _text(flat[0::2], pa.string()), value_array).cast(column.arrow_type)
+
+    def entry_of(pair: int) -> int:  # the entry holding the pair-th pair of `flat`
+        return bisect_right(counts, 2 * pair) - 1
+
+    try:
+        value_array = pa.array(values, pa.binary()) if pa.types.is_binary(value_type) else _text(values, pa.string())
+    except _NotUtf8 as bad:
+        raise _not_utf8(stream, ids[entry_of(bad.index)], flat[2 * bad.index], "fields") from None
+    try:
+        key_array = _text(flat[0::2], pa.string())
+    except _NotUtf8 as bad:
+        raise ValueError(
+            f"millrace: a field name of entry {ids[entry_of(bad.index)].decode()} in stream {stream!r} is not valid UTF-8 "
+            f"({flat[2 * bad.index]!r}); Spark map keys and column names are strings, so this source cannot read it "
+            "without changing it"
+        ) from None
+    return pa.MapArray.from_arrays(offsets, key_array, value_array).cast(column.arrow_type)
 
 
 def to_record_batch(stream: str, entries: list, plan: BatchPlan) -> pa.RecordBatch:
     """One record batch from raw entries `[[id, [field, value, ...]], ...]` of one stream."""
     n = len(entries)
+    raw_ids = [e[0] for e in entries]
     ids = None
     ms_seq = None
     dicts = None
@@ -161,7 +211,7 @@ def to_record_batch(stream: str, entries: list, plan: BatchPlan) -> pa.RecordBat
             continue
         if kind in ("id", "ts_ms", "seq"):
             if ids is None:
-                ids = _text([e[0] for e in entries], pa.string())
+                ids = _text(raw_ids, pa.string())
             if kind == "id":
                 arrays.append(ids)
                 continue
@@ -170,12 +220,12 @@ def to_record_batch(stream: str, entries: list, plan: BatchPlan) -> pa.RecordBat
                 ms_seq = (pc.cast(pc.list_element(parts, 0), pa.int64()), pc.cast(pc.list_element(parts, 1), pa.int64()))
             arrays.append(ms_seq[0] if kind == "ts_ms" else ms_seq[1])
         elif kind == "fields":
-            arrays.append(_fields_map([e[1] for e in entries], column))
+            arrays.append(_fields_map([e[1] for e in entries], column, stream, raw_ids))
         else:
             if dicts is None:
                 dicts = [dict(zip(e[1][0::2], e[1][1::2], strict=True)) for e in entries]
             key = column.name.encode()
-            arrays.append(_field_column([d.get(key) for d in dicts], column, stream))
+            arrays.append(_field_column([d.get(key) for d in dicts], column, stream, raw_ids))
     return pa.RecordBatch.from_arrays(arrays, schema=plan.arrow_schema)
 
 

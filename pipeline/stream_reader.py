@@ -2,7 +2,14 @@
 
 An offset is, per stream, the last ID included so far and `entries_read`, the
 number of entries ever added up to that ID (Redis's consumer-group counter;
--1 when unknown, e.g. after starting at an arbitrary ID). Spark keeps offsets
+-1 when unknown, e.g. after starting at an arbitrary ID, or after a batch cut
+short by maxRecordsPerTrigger with an XDEL'd entry possibly inside it: never a
+guess, since a count that is too low fails a healthy query for data loss).
+An unknown counter comes with `next`, the first live entry after the position
+when the offset was fixed: unread, so if it is gone later, unread entries were
+removed (a trim past the position always removes it), which is how data loss
+is told without the counter. Redis's max-deleted-entry-id cannot do that: XDEL
+moves it, trimming does not. Spark keeps offsets
 in its checkpoint and every micro-batch reads exactly `(start.id, end.id]`, so
 a restarted query resumes where it stopped: no loss, nothing twice.
 
@@ -25,7 +32,7 @@ from pipeline.batch_reader import read_range, start_after
 from pipeline.client import SourceError, StreamInfo, connect, group_lag, live_after, nth_id_after, ping, stream_info
 from pipeline.options import SourceOptions
 from pipeline.partitioning import Span, plan, share_out
-from pipeline.stream_ids import format_id, parse_id
+from pipeline.stream_ids import MAX_ID, exclusive_start, format_id, parse_id
 
 try:  # read limits and Trigger.AvailableNow for Python sources: PySpark 4.2+
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -48,8 +55,19 @@ except ImportError:  # older 4.x: every micro-batch reads all that is available
 Offset = dict[str, dict]
 
 
-def _pos(stream_id: int, entries_read: int) -> dict:
-    return {"id": format_id(stream_id), "entries_read": entries_read}
+def _pos(stream_id: int, entries_read: int, next_id: int | None = None) -> dict:
+    position = {"id": format_id(stream_id), "entries_read": entries_read}
+    if next_id is not None:  # with an unknown counter: the first unread entry, for the data-loss check
+        position["next"] = format_id(next_id)
+    return position
+
+
+def _next_live(client: redis.Redis, key: str, after: int, upto: int | None = None) -> int | None:
+    """The ID of the first live entry after `after` (up to `upto`), None when there is none."""
+    if after >= MAX_ID:
+        return None
+    page = client.execute_command("XRANGE", key, exclusive_start(after), format_id(upto) if upto else "+", "COUNT", 1)
+    return parse_id(page[0][0]) if page else None
 
 
 def _tail(info: StreamInfo) -> dict:
@@ -104,11 +122,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             position = self.options.starting[key]
             if position.kind == "earliest" and self.options.starting_timestamp is None:
                 offset[key] = earliest(info)
+                if offset[key]["entries_read"] < 0:
+                    offset[key]["next"] = format_id(info.first_entry_id)
             elif position.kind == "latest" and self.options.starting_timestamp is None:
                 offset[key] = _tail(info)
             else:
                 after = start_after(position, info, self.options.starting_timestamp)
-                offset[key] = _tail(info) if after >= info.last_generated_id else _pos(after, -1)
+                nxt = _next_live(self.client(), key, after) if after < info.last_generated_id else None
+                offset[key] = _tail(info) if nxt is None else _pos(after, -1, nxt)  # nothing live after it: the tail
         if self.options.group:
             self._create_groups(offset)
         return offset
@@ -124,7 +145,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _check_loss(self, key: str, start: dict, info: StreamInfo) -> dict:
         """Entries after our position removed before we read them: fail, or skip them when allowed."""
         start_id, entries_read = parse_id(start["id"]), start["entries_read"]
-        if entries_read < 0 or info.entries_added <= entries_read:
+        if entries_read < 0:
+            return self._check_next(key, start)
+        if info.entries_added <= entries_read:
             return start
         if info.length and info.first_entry_id <= start_id:
             return start  # we are inside the stream: trimming has not reached unread entries
@@ -137,6 +160,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "before this query read them; set option 'failOnDataLoss' to false to skip them"
             )
         return _pos(start_id, entries_read + missing)
+
+    def _check_next(self, key: str, start: dict) -> dict:
+        """Without a counter: the first unread entry seen when `start` was fixed must still be there
+        (deletions before that are not this query's loss). An offset without `next` cannot be checked."""
+        nxt = start.get("next")
+        if nxt is None or self.client().execute_command("XRANGE", key, nxt, nxt):
+            return start
+        if self.options.fail_on_data_loss:
+            raise SourceError(
+                f"millrace: entries of stream {key!r} after ID {start['id']} were removed (trimmed or deleted) before "
+                f"this query read them (the first of them, {nxt}, is gone); set option 'failOnDataLoss' to false to "
+                "skip them"
+            )
+        return _pos(parse_id(start["id"]), -1)
 
     def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None) -> Offset:
         if start is None:  # PySpark before 4.2 asks without a start or a limit: all there is (no loss check)
@@ -189,11 +226,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             after, cap = parse_id(starts[key]["id"]), parse_id(caps[key]["id"])
             last, seen = nth_id_after(client, key, after, cap, share, self.options.read_count)
-            if seen < share:
+            nxt = _next_live(client, key, last, cap) if seen >= share else None
+            if nxt is None:  # nothing live after `last` up to the cap: the cap, with its exact counter
                 end[key] = caps[key]
+                continue
+            # `seen` counts live entries only: read + seen is exact only if nothing after `after` was ever
+            # XDEL'd (max-deleted-entry-id, asked after counting); otherwise unknown, never too low
+            read = starts[key]["entries_read"]
+            if read >= 0 and stream_info(client, key).max_deleted_entry_id <= after:
+                end[key] = _pos(last, read + seen)
             else:
-                read = starts[key]["entries_read"]
-                end[key] = _pos(last, read + seen if read >= 0 else -1)
+                end[key] = _pos(last, -1, nxt)
         return end
 
     def reportLatestOffset(self) -> Offset | None:

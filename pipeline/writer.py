@@ -2,10 +2,26 @@
 
 Columns: the target key is option `stream` or else a `stream` column; an `id`
 column (when present and not null) gives an explicit entry ID, otherwise `*`; a
-`fields` map column contributes its pairs; every other column (besides `ts_ms`
-and `seq`, which describe an ID) becomes a field named after it, its value
-written as text; nulls are left out. So a DataFrame read with the default
-schema writes back the same entries. Options `maxlen` / `minid` (with
+`fields` map column contributes its pairs; every other column becomes a field
+named after it, its value written as text; nulls are left out. So a DataFrame
+read with the default schema writes back the same entries.
+
+Three column names are not written as fields, and no column is dropped without
+being checked (the review-28 choice: a read -> write round trip stays exact, and
+a user's data is never dropped silently, so the writer refuses rather than
+guesses):
+- `ts_ms` and `seq` are what a read derives from the entry ID. They are left
+  out only together with an `id` column and only where they agree with that
+  row's ID (so nothing is lost: the ID carries them). Without an `id` column,
+  or disagreeing with it, they are user data that the writer would otherwise
+  drop: the write fails, naming the column, with the fix (rename it to write it
+  as a field, or include the `id` column).
+- `stream` is the key (what a read puts there: the stream an entry came from).
+  With option `stream` also given, the option wins and the column is not
+  written: copying a read DataFrame to another stream then writes back the
+  same entries (writing the column as a field would add one to every entry;
+  refusing would make every such copy drop the column first). This is the one
+  column left out unchecked, and the README says so. Options `maxlen` / `minid` (with
 `approximate=true` for `~`) trim on every XADD.
 
 Writes are exactly once where the server has idempotent XADD (IDMP: Redis 8.6,
@@ -26,7 +42,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import redis
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
-from pyspark.sql.types import MapType, StructType
+from pyspark.sql.types import ArrayType, MapType, StructType
 
 from pipeline.client import SourceError, connect, ping
 from pipeline.idempotence import RowIdentity, new_write_id, use_idmp
@@ -63,6 +79,45 @@ def check_schema(schema: StructType, options: SourceOptions) -> None:
         raise OptionError("column 'fields' must be a map of field names to values")
     if not [n for n in names if n not in ("stream", "id", *_ID_PARTS)]:
         raise OptionError("nothing to write: a stream entry needs at least one field (a 'fields' map or other columns)")
+    for field in schema.fields:
+        if field.name != "fields" and isinstance(field.dataType, MapType | ArrayType | StructType):
+            raise OptionError(_NESTED.format(name=field.name, kind=field.dataType.simpleString()))
+    for name in _ID_PARTS:
+        if name in names and "id" not in names:
+            raise OptionError(_ID_PART_WITHOUT_ID.format(name=name))
+
+
+_NESTED = (
+    "column '{name}' has type {kind}, which is not a stream field value (text); only a map column called 'fields' "
+    "becomes the entry's field/value pairs: rename it to 'fields' (df.withColumnRenamed('{name}', 'fields')), "
+    "or write it as text with to_json('{name}')"
+)
+_ID_PART_WITHOUT_ID = (
+    "column '{name}' is not written as a field: 'ts_ms' and 'seq' are the parts of an entry ID (what a read "
+    "derives from it) and are left out only with the 'id' column they came from; rename the column to write it "
+    "as a field (e.g. df.withColumnRenamed('{name}', 'event_{name}')), or include the 'id' column"
+)
+
+
+def _check_id_parts(parts: dict[str, list], ids: list | None, first_row: int, num_rows: int) -> None:
+    """`ts_ms`/`seq` are left out only where they agree with the row's `id`: then the ID carries them."""
+    for name, values in parts.items():
+        if ids is None:
+            raise SourceError(f"millrace: {_ID_PART_WITHOUT_ID.format(name=name)}")
+        index = _ID_PARTS.index(name)
+        for row in range(num_rows):
+            if values[row] is None:
+                continue
+            try:
+                agrees = ids[row] is not None and int(str(ids[row]).split("-")[index]) == int(values[row])
+            except (ValueError, IndexError, TypeError):
+                agrees = False
+            if not agrees:
+                raise SourceError(
+                    f"millrace: row {first_row + row}: column '{name}' ({values[row]!r}) does not match the row's id "
+                    f"({ids[row]!r}), so leaving it out would lose it; 'ts_ms' and 'seq' are written only as parts of "
+                    f"the id: rename the column to write it as a field (e.g. 'event_{name}')"
+                )
 
 
 def _trim_args(options: SourceOptions) -> list:
@@ -111,13 +166,14 @@ def _write(client: redis.Redis, options: SourceOptions, batches: Iterator[tuple[
     trim = _trim_args(options)
     written = 0
     pipe = client.pipeline(transaction=False)
+    queued: list = []  # the key of each queued XADD, for errors naming it
     try:
         for columns, num_rows in batches:
             keys = columns.pop("stream", None)
             ids = columns.pop("id", None)
             maps = columns.pop("fields", None)
-            for name in _ID_PARTS:
-                columns.pop(name, None)
+            parts = {name: columns.pop(name) for name in _ID_PARTS if name in columns}
+            _check_id_parts(parts, ids, written, num_rows)
             for row in range(num_rows):
                 key = options.stream or (keys[row] if keys else None)
                 if not key:
@@ -134,28 +190,50 @@ def _write(client: redis.Redis, options: SourceOptions, batches: Iterator[tuple[
                     pairs = maps[row].items() if isinstance(maps[row], dict) else maps[row]
                     for field, value in pairs:
                         if value is not None:
-                            args += [field, _text(value)]
+                            args += [field, _column_text("fields", value)]
                 for name, values in columns.items():
                     if values[row] is not None:
-                        args += [name, _text(values[row])]
+                        args += [name, _column_text(name, values[row])]
                 if len(args) == empty:
                     raise SourceError(f"millrace: row {written + row} for stream {key!r} has no non-null field to write")
                 pipe.execute_command(*args)
+                queued.append(key)
             written += num_rows
             if len(pipe) >= options.write_batch_size:
-                _flush(pipe)
-        _flush(pipe)
+                _flush(client, pipe, queued)
+        _flush(client, pipe, queued)
     except redis.ConnectionError as exc:
         raise SourceError(f"millrace: lost the server at {options.connection.describe()} while writing: {exc}")
     return WriteCount(written)
 
 
-def _flush(pipe) -> None:
+def _column_text(name: str, value) -> bytes | str:
+    try:
+        return _text(value)
+    except TypeError:
+        kind = "map" if isinstance(value, dict) or (isinstance(value, list) and value and isinstance(value[0], tuple)) else (
+            "array" if isinstance(value, list | tuple) else type(value).__name__
+        )
+        if name == "fields":
+            raise SourceError(f"millrace: a value in the 'fields' map is a {kind}, not text; write it as text with to_json") from None
+        raise SourceError("millrace: " + _NESTED.format(name=name, kind=kind)) from None
+
+
+def _flush(client: redis.Redis, pipe, queued: list) -> None:
     if not len(pipe):
         return
-    for reply in pipe.execute(raise_on_error=False):
+    keys = list(queued)
+    queued.clear()
+    for key, reply in zip(keys, pipe.execute(raise_on_error=False), strict=True):
         if isinstance(reply, Exception):
-            raise SourceError(f"millrace: XADD failed: {reply}")
+            if str(reply).startswith("WRONGTYPE"):
+                kind = client.type(key)
+                kind = kind.decode() if isinstance(kind, bytes) else kind
+                raise SourceError(
+                    f"millrace: key {key!r} holds a {kind}, not a stream (option 'stream' or the 'stream' column); "
+                    "write to another key, or DEL this one first"
+                )
+            raise SourceError(f"millrace: XADD to stream {key!r} failed: {reply}")
 
 
 class BatchWriter(DataSourceArrowWriter):

@@ -38,8 +38,15 @@ NUMS = [b"0", b"1", b"-7", b"123456789012", b"42"]
 BOOLS = [b"true", b"false", b"True", b"FALSE", b"1", b"0"]
 
 
+class NotUtf8(Exception):
+    pass
+
+
 def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", "replace")
+    try:
+        return None if value is None else value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotUtf8 from None
 
 
 def _entries(rng: random.Random, n: int):
@@ -65,13 +72,18 @@ def test_default_schema_against_the_model(seed):
     assert not plan.needs_field_dicts
     for _ in range(40):
         entries = _entries(rng, rng.choice([0, 1, 2, 7]))
+        want = []
+        try:
+            for raw_id, fields in entries:
+                ms, seq = map(int, raw_id.split(b"-"))
+                pairs = [(_text(fields[i]), _text(fields[i + 1])) for i in range(0, len(fields), 2)]
+                want.append({"stream": "st", "id": raw_id.decode(), "ts_ms": ms, "seq": seq, "fields": pairs})
+        except NotUtf8:
+            with pytest.raises(ValueError, match=r"^millrace: field .* in stream 'st' is not valid UTF-8 text"):
+                to_record_batch("st", entries, plan)
+            continue
         batch = to_record_batch("st", entries, plan)
         assert batch.schema == plan.arrow_schema and batch.num_rows == len(entries)
-        want = []
-        for raw_id, fields in entries:
-            ms, seq = map(int, raw_id.split(b"-"))
-            pairs = [(_text(fields[i]), _text(fields[i + 1])) for i in range(0, len(fields), 2)]
-            want.append({"stream": "st", "id": raw_id.decode(), "ts_ms": ms, "seq": seq, "fields": pairs})
         assert batch.to_pylist() == want
 
 
@@ -84,6 +96,26 @@ def test_binary_fields_map_and_column_order():
         {"fields": [("k", b"\xff"), ("\u00e9", b"")], "id": "5-1", "seq": 1, "stream": "z"},
         {"fields": [], "id": "6-0", "seq": 0, "stream": "z"},
     ]
+
+
+def test_bytes_that_are_not_utf8_fail_a_string_read_by_name():
+    """Review 28 finding 3: never replaced by U+FFFD; the error names the stream, entry, field and the fix."""
+    entries = [[b"1-0", [b"ok", b"caf\xc3\xa9"]], [b"2-0", []], [b"3-5", [b"utf8", b"x", b"png", b"\x89PNG\r\n"]]]
+    with pytest.raises(ValueError) as excinfo:
+        to_record_batch("imgs", entries, plan_for(DEFAULT_SCHEMA))
+    assert str(excinfo.value) == (
+        "millrace: field 'png' of entry 3-5 in stream 'imgs' is not valid UTF-8 text, so it cannot be read as a string "
+        "without changing it; read such values as bytes: "
+        '.schema("stream string, id string, ts_ms long, seq long, fields map<string,binary>")'
+    )
+    with pytest.raises(ValueError, match=r"^millrace: field 'png' of entry 3-5 in stream 'imgs' is not valid UTF-8 text, .*"
+                                         r"read such values as bytes: a binary column \('png binary'\)$"):
+        to_record_batch("imgs", entries, plan_for(StructType([StructField("png", StringType())])))
+    with pytest.raises(ValueError, match=r"^millrace: a field name of entry 2-0 in stream 'k' is not valid UTF-8"):
+        to_record_batch("k", [[b"1-0", [b"a", b"b"]], [b"2-0", [b"\xff", b"v"]]], plan_for(DEFAULT_SCHEMA))
+    binary = StructType([StructField("fields", MapType(StringType(), BinaryType())), StructField("png", BinaryType())])
+    assert to_record_batch("imgs", entries, plan_for(binary)).to_pylist()[2] == {
+        "fields": [("utf8", b"x"), ("png", b"\x89PNG\r\n")], "png": b"\x89PNG\r\n"}
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -105,21 +137,30 @@ def test_user_schema_against_the_model(seed):
         plan = plan_for(StructType([StructField(n, columns[n][0]) for n in names]))
         assert plan.needs_field_dicts == any(columns[n][1] is not None for n in names)
         entries = _entries(rng, rng.choice([0, 1, 3, 6]))
-        batch = to_record_batch("u", entries, plan)
-        want = []
-        for raw_id, fields in entries:
-            values = dict(zip(fields[0::2], fields[1::2], strict=True))
-            row = {}
-            for name in names:
-                convert = columns[name][1]
-                if name == "ts_ms":
-                    row[name] = int(raw_id.split(b"-")[0])
-                elif name == "id":
-                    row[name] = raw_id.decode()
-                else:
-                    row[name] = convert(values.get(name.encode()))
-            want.append(row)
-        assert batch.to_pylist() == want
+        try:
+            want = _user_rows(entries, names, columns)
+        except NotUtf8:
+            with pytest.raises(ValueError, match=r"^millrace: field '[sx]' of entry .* in stream 'u' is not valid UTF-8"):
+                to_record_batch("u", entries, plan)
+            continue
+        assert to_record_batch("u", entries, plan).to_pylist() == want
+
+
+def _user_rows(entries, names, columns):
+    want = []
+    for raw_id, fields in entries:
+        values = dict(zip(fields[0::2], fields[1::2], strict=True))
+        row = {}
+        for name in names:
+            convert = columns[name][1]
+            if name == "ts_ms":
+                row[name] = int(raw_id.split(b"-")[0])
+            elif name == "id":
+                row[name] = raw_id.decode()
+            else:
+                row[name] = convert(values.get(name.encode()))
+        want.append(row)
+    return want
 
 
 def test_other_field_types():

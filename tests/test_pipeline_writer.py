@@ -195,8 +195,6 @@ def test_write_batches_against_the_model(seed, client):
             if rng.random() < 0.7:
                 columns["fields"] = [rng.choice([None, {}, {"f": "1", "g": None}, [("h", b"\xff"), ("f", 2)]]) for _ in range(n)]
             columns["v"] = [rng.choice([None, "x", 3, True]) for _ in range(n)]
-            columns["ts_ms"] = [1] * n
-            columns["seq"] = [2] * n
             for row in range(n):  # every row needs one non-null field: give it v when it has none
                 fields = columns.get("fields", [None] * n)[row]
                 pairs = list(fields.items()) if isinstance(fields, dict) else fields or []
@@ -216,6 +214,9 @@ def test_write_batches_against_the_model(seed, client):
                     ms = int(last.split("-")[0]) + 10**13
                     columns["id"][row] = f"{ms}-{row}"
                 expect.append((key, columns["id"][row] if explicit else None, entry))
+            if explicit:  # as a read gives them: the parts of the row's id (left out: the id carries them)
+                columns["ts_ms"] = [None if i is None else int(i.split("-")[0]) for i in columns["id"]]
+                columns["seq"] = [None if i is None else int(i.split("-")[1]) for i in columns["id"]]
             batches.append((columns, n, expect))
             want_rows += n
         flushes_before = len(client.flushes)
@@ -276,7 +277,7 @@ def test_write_errors(client):
         write_batches(opts, iter([({"v": ["1"]}, 1)]))
     with pytest.raises(SourceError, match=r"^millrace: row 1 for stream 'k' has no non-null field to write$"):
         write_batches(opts, iter([({"stream": ["k", "k"], "fields": [{"a": "1"}, {"a": None}], "v": [None, None]}, 2)]))
-    with pytest.raises(SourceError, match=r"^millrace: XADD failed: .*equal or smaller"):
+    with pytest.raises(SourceError, match=r"^millrace: XADD to stream 'k' failed: .*equal or smaller"):
         write_batches(opts, iter([({"stream": ["k", "k"], "id": ["5-0", "4-0"], "v": ["1", "2"]}, 2)]))
     assert client.closed == 4
 
@@ -287,6 +288,35 @@ def test_write_errors(client):
     with pytest.raises(SourceError, match=r"^millrace: lost the server at redis://127.0.0.1:6379/0 while writing: reset$"):
         write_batches(opts, lost())
     assert client.closed == 5
+
+
+def test_ts_ms_seq_and_stream_columns_are_never_dropped_silently(client):
+    """Review 28 finding 4: ts_ms/seq are left out only with the id they agree with; else the write fails."""
+    rows = {"id": ["1700000000123-42"], "ts_ms": [1700000000123], "seq": [42], "v": ["x"]}
+    write_batches(write_options({"stream": "s"}), iter([(dict(rows), 1)]))
+    assert _entries(client, "s") == [("1700000000123-42", {b"v": b"x"})]  # the round trip is exact
+    with pytest.raises(SourceError, match=r"^millrace: column 'ts_ms' is not written as a field: .*rename the column"):
+        write_batches(write_options({"stream": "s"}), iter([({"sensor": ["a"], "ts_ms": [1], "seq": [2]}, 1)]))
+    with pytest.raises(SourceError, match=r"^millrace: row 0: column 'seq' \(7\) does not match the row's id \('9-1'\)"):
+        write_batches(write_options({"stream": "s"}), iter([({"id": ["9-1"], "seq": [7], "v": ["x"]}, 1)]))
+    assert len(_entries(client, "s")) == 1
+    schema = StructType([StructField("sensor", StringType()), StructField("ts_ms", LongType())])
+    with pytest.raises(OptionError, match=r"^column 'ts_ms' is not written as a field: .*withColumnRenamed\('ts_ms', 'event_ts_ms'\)"):
+        check_schema(schema, write_options({"stream": "s"}))
+    check_schema(StructType([*schema.fields, StructField("id", StringType())]), write_options({"stream": "s"}))
+
+
+def test_write_errors_name_the_key_and_the_column(client):
+    """Review 28 finding 5: WRONGTYPE names the key; a map column not called `fields` is named, with the fix."""
+    client.execute_command("SET", "astring", "v")
+    with pytest.raises(SourceError, match=r"^millrace: key 'astring' holds a string, not a stream \(option 'stream'"):
+        write_batches(write_options({"stream": "astring"}), iter([({"v": ["1"]}, 1)]))
+    with pytest.raises(SourceError, match=r"^millrace: column 'tags' has type map, .*rename it to 'fields' .*to_json\('tags'\)"):
+        write_batches(write_options({"stream": "s"}), iter([({"tags": [[("a", "1")]]}, 1)]))
+    with pytest.raises(SourceError, match=r"^millrace: column 'xs' has type array, "):
+        write_batches(write_options({"stream": "s"}), iter([({"xs": [[1, 2]]}, 1)]))
+    with pytest.raises(OptionError, match=r"^column 'tags' has type map<string,string>, .*withColumnRenamed\('tags', 'fields'\)"):
+        check_schema(StructType([StructField("tags", MapType(StringType(), StringType()))]), write_options({"stream": "s"}))
 
 
 def test_column_helpers():

@@ -195,8 +195,9 @@ def test_write_round_trips(spark, r, url):
 # -- streaming ---------------------------------------------------------------
 
 
-def _collect_batches(spark, url, checkpoint, **options):
-    """Run an availableNow query with foreachBatch; return [(batch_id, [ids])] and the query."""
+def _collect_batches(spark, url, checkpoint, on_batch=None, **options):
+    """Run an availableNow query with foreachBatch; return [(batch_id, [ids])] and the query.
+    on_batch(batch_id, ids) runs after each batch is collected, before the next one is planned."""
     batches: list = []
     reader = spark.readStream.format("millrace").option("url", url)
     for key, value in options.items():
@@ -204,6 +205,8 @@ def _collect_batches(spark, url, checkpoint, **options):
 
     def sink(df, batch_id):
         batches.append((batch_id, [row.id for row in df.select("id").collect()]))
+        if on_batch is not None:
+            on_batch(*batches[-1])
 
     query = (
         reader.load()
@@ -333,3 +336,39 @@ def test_row_writer_path_for_older_pyspark(r, url):
     count = write_batches(write_options({"url": url}), _row_columns(iter(rows), 2))
     assert count.rows == 5
     assert [fields for _, fields in r.xrange("rows")] == [{"a": "1", "n": str(i)} for i in range(5)]
+
+
+def test_streaming_xdel_inside_a_limited_batch_is_no_false_data_loss(spark, r, url, tmp_path):
+    """Review 28 finding 2: a batch cut short by maxRecordsPerTrigger over an XDEL'd entry used to record
+    an entries-read one too low, so trimming only entries already read later failed the query for data loss."""
+    ids = fill(r, "s", 15)
+
+    def on_batch(batch_id, read):
+        if batch_id == 0:
+            r.xdel("s", ids[6])  # an unread entry: inside the next batch
+        if batch_id == 1:  # remove only what was read: nothing unread is lost
+            r.execute_command("XTRIM", "s", "MINID", read[-1])
+            r.xdel("s", read[-1])
+
+    batches, _ = _collect_batches(
+        spark, url, tmp_path / "cp", on_batch, streams="s", startingOffsets="earliest", maxRecordsPerTrigger=5
+    )
+    assert [i for _, b in batches for i in b] == ids[:6] + ids[7:]
+
+
+def test_streaming_trim_past_an_unknown_counter_fails_on_data_loss(spark, r, url, tmp_path):
+    """Review 28 finding 1: started at an ID (entries-read unknown), unread entries trimmed away between
+    micro-batches were skipped silently; now the query fails naming failOnDataLoss, and skips them without it."""
+    ids = fill(r, "b", 20)
+
+    def on_batch(batch_id, read):
+        if batch_id == 0:
+            r.execute_command("XTRIM", "b", "MINID", ids[12])  # 5..11 go unread
+
+    options = dict(streams="b", startingOffsets=json.dumps({"b": "0-1"}), maxRecordsPerTrigger=5)
+    with pytest.raises(Exception) as excinfo:
+        _collect_batches(spark, url, tmp_path / "cp", on_batch, **options)
+    text = _error_text(excinfo)
+    assert f"entries of stream 'b' after ID {ids[4]} were removed" in text and "failOnDataLoss" in text
+    batches, _ = _collect_batches(spark, url, tmp_path / "cp", failOnDataLoss="false", **options)
+    assert [i for _, b in batches for i in b] == ids[12:]
