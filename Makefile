@@ -10,7 +10,7 @@ FSYNC  ?= everysec
 # keeps its own servers); JOBS=0 runs the suite in one process
 JOBS   ?= 2
 
-.PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo fuzz
+.PHONY: install install-spark install-dev run test lint bench crash-test pipeline clean ha-demo fuzz difffuzz
 
 install: $(VENV)/.installed                # the server and its five libraries
 install-spark: $(VENV)/.installed-spark    # + PySpark, pyarrow, pandas (the pipeline)
@@ -50,6 +50,10 @@ bench: install-dev
 # A long run of mutated requests (issue 25; not part of `make test`): make fuzz FUZZ_ARGS="--requests 50000"
 fuzz: install-dev
 	$(PY) -m tests.fuzz $(FUZZ_ARGS)
+
+# Seeded random stream and keyspace command sequences, Millrace against Redis 8.2.3 (not part of `make test`)
+difffuzz: install-dev
+	$(PY) -m tests.difffuzz --suite all --seeds 2000
 
 crash-test: install
 	$(PY) -m bench.crash_test
