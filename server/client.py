@@ -412,9 +412,15 @@ class Client(asyncio.Protocol):
         output_limits.close(self, self.server)
         return True
 
-    def push_raw(self, data: bytes) -> None:
-        """Write pre-encoded bytes outside the request/reply flow (MONITOR)."""
-        self.send([data])
+    def push(self, data: bytes, after_reply: bool = False) -> None:
+        """Pre-encoded bytes outside the request/reply flow (a Pub/Sub message, a MONITOR line, an
+        invalidation): queued now, or, for the client whose command is running, after its reply."""
+        if not after_reply:
+            self.send([data])
+        elif self.pushes is None:
+            self.pushes = [data]
+        else:
+            self.pushes.append(data)
 
     def send(self, chunks: list[bytes]) -> None:
         """Queue reply bytes; the server writes them when this loop turn's reads are done.

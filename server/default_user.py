@@ -74,10 +74,14 @@ class DefaultUser:
         flags.append("sanitize-payload" if self.sanitize_payload else "skip-sanitize-payload")
         return " ".join(["user default", *flags, *(f"#{h}" for h in self.hashes), "~* &* +@all"])
 
+    def reset(self) -> None:
+        """Redis's `reset` as far as this user goes: off, no password, sanitize-payload."""
+        self.enabled, self.nopass, self.hashes, self.sanitize_payload = False, False, [], True
+
     def apply(self, rules: list[str]) -> None:
         """Rules in order, from `reset` (as Redis loads a user); AclError for one it refuses or cannot honour."""
         keys = channels = commands = False
-        self.enabled, self.nopass, self.hashes, self.sanitize_payload = False, False, [], True
+        self.reset()
         for rule in rules:
             word = rule.lower()
             if word == "on":
@@ -90,38 +94,46 @@ class DefaultUser:
                 self.nopass, self.hashes = False, []
             elif word in ("sanitize-payload", "skip-sanitize-payload"):
                 self.sanitize_payload = word == "sanitize-payload"
-            elif rule.startswith(">") or rule.startswith("#"):
-                digest = password_hash(rule[1:].encode("utf-8", "surrogateescape")) if rule[0] == ">" else rule[1:]
-                if rule[0] == "#" and (len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest)):
-                    raise AclError(BAD_HASH, rule)
+            elif rule[:1] in (">", "#"):
+                digest = _digest(rule)
                 if digest not in self.hashes:
                     self.hashes.append(digest)
                 self.nopass = False
-            elif rule.startswith("<") or rule.startswith("!"):
-                digest = password_hash(rule[1:].encode("utf-8", "surrogateescape")) if rule[0] == "<" else rule[1:]
-                if rule[0] == "!" and (len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest)):
-                    raise AclError(BAD_HASH, rule)
+            elif rule[:1] in ("<", "!"):
+                digest = _digest(rule)
                 if digest not in self.hashes:
                     raise AclError(NO_SUCH_PASSWORD, rule)
                 self.hashes.remove(digest)
             elif word in ("~*", "%rw~*", "allkeys"):
                 keys = True
+            elif word == "resetkeys":
+                keys = False
             elif word in ("&*", "allchannels"):
                 channels = True
+            elif word == "resetchannels":
+                channels = False
             elif word in ("+@all", "allcommands"):
                 commands = True
+            elif word in ("-@all", "nocommands"):
+                commands = False
             elif word == "reset":
                 keys = channels = commands = False
-                self.enabled, self.nopass, self.hashes, self.sanitize_payload = False, False, [], True
-            elif word in ("resetkeys", "resetchannels", "nocommands", "-@all"):
-                keys, channels, commands = keys and word != "resetkeys", channels and word != "resetchannels", commands and word not in ("nocommands", "-@all")
-            elif word == "clearselectors":
-                pass
-            else:
+                self.reset()
+            elif word != "clearselectors":  # (no selectors: nothing to clear)
                 raise AclError(f"{ONE_USER}: a rule that narrows it is not supported", rule)
         missing = [name for name, granted in (("~* (all keys)", keys), ("&* (all channels)", channels), ("+@all (all commands)", commands)) if not granted]
         if missing:
             raise AclError(f"{ONE_USER}: its rules must grant {', '.join(missing)}")
+
+
+def _digest(rule: str) -> str:
+    """The SHA-256 a password rule names: hashed from `>pw`/`<pw`, given by `#hash`/`!hash` (checked)."""
+    if rule[0] in "><":
+        return password_hash(rule[1:].encode("utf-8", "surrogateescape"))
+    digest = rule[1:]
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise AclError(BAD_HASH, rule)
+    return digest
 
 
 def from_directive(words: list[str], seen: bool) -> DefaultUser:

@@ -198,16 +198,8 @@ class PubSub:
         for client in subscribers:
             if client.transport is None:
                 continue
-            data = forms[client.resp == 3]
-            if client is caller:  # its own PUBLISH (or write's event): after the command's reply, as Redis
-                if client.pushes is None:
-                    client.pushes = [data]
-                else:
-                    client.pushes.append(data)
-            elif client.output:
-                client.output.append(data)
-            else:
-                client.send([data])
+            # its own PUBLISH (or write's event): after the command's reply, as Redis
+            client.push(forms[client.resp == 3], client is caller)
             if limited and client not in to_check:
                 if not to_check:
                     self.server.loop.call_soon(self.check_output_limits)

@@ -764,13 +764,8 @@ class Server:
         if "admin" in cmd.flags or "skip-monitor" in cmd.flags or client.loading:
             return
         line = monitor_line(client, argv, time.time())
-        for monitor in self.monitors:
-            if monitor is not self.caller:
-                monitor.push_raw(line)
-            elif monitor.pushes is None:  # a monitor's own command: its line follows the reply, as in Redis
-                monitor.pushes = [line]
-            else:
-                monitor.pushes.append(line)
+        for monitor in self.monitors:  # a monitor's own command: its line follows the reply, as in Redis
+            monitor.push(line, monitor is self.caller)
 
 
 def effect_command(argv: list[bytes]) -> Command | None:

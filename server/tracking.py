@@ -254,17 +254,11 @@ class Tracking:
 
     def deliver(self, target, data: bytes, pending: bool, before: bool) -> None:
         """Into target's output; for the running client after its reply (pending) or before it."""
-        if target is self.server.caller:
-            if before or not pending:
-                self.before_reply.append(data)
-            elif target.pushes is None:
-                target.pushes = [data]
-            else:
-                target.pushes.append(data)
-        elif target.output:
-            target.output.append(data)
+        caller = target is self.server.caller
+        if caller and (before or not pending):
+            self.before_reply.append(data)
         else:
-            target.send([data])
+            target.push(data, caller)
 
     # -- BCAST ---------------------------------------------------------------------------
 
