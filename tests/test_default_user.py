@@ -87,7 +87,15 @@ def test_a_broken_acl_file_stops_start_up_as_redis(tmp_path, content, wanted):
 
 @pytest.mark.parametrize(
     "line",
-    ["user alice on >pw ~* &* +@all", "user default on >pw ~* &* +@all -debug", "user default on >pw ~app:* &* +@all", "user default on >pw"],
+    [
+        "user alice on >pw ~* &* +@all",
+        "user default on >pw ~* &* +@all -debug",
+        "user default on >pw ~app:* &* +@all",
+        "user default on >pw",
+        "user default on >pw ~* &* +@all resetkeys",  # a later rule takes a grant back
+        "user default on >pw ~* &* +@all resetchannels",
+        "user default on >pw ~* &* +@all nocommands",
+    ],
 )
 def test_an_acl_file_millrace_cannot_honour_stops_start_up(tmp_path, line):
     """Redis takes these (another user, a narrowed default user); Millrace has one user with every
