@@ -58,7 +58,7 @@ class Client(asyncio.Protocol):
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "shard_channels", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
         "restricted", "watch_expired",
-        "woff", "tracking",
+        "woff", "tracking", "master_link",
     )
 
     def __init__(self, server: Server) -> None:
@@ -113,6 +113,7 @@ class Client(asyncio.Protocol):
         self.net_in = self.net_out = self.commands_processed = 0  # CLIENT LIST tot-net-in, tot-net-out, tot-cmds
         self.woff = 0  # Redis's c->woff: the stream offset after this client's last propagated write (WAIT, WAITAOF)
         self.tracking = None  # server.tracking.ClientTracking while CLIENT TRACKING is on
+        self.master_link = None  # the MasterLink whose stream this client applies, while that link is up
 
     # -- asyncio.Protocol --------------------------------------------------
 
@@ -488,6 +489,8 @@ class Client(asyncio.Protocol):
         if self.transport is not None:
             self.server.flush_writes()
             self.transport.close()
+        elif self.master_link is not None:
+            self.master_link.drop()
         block = self.blocked
         if block is not None:
             self.blocked = None

@@ -106,7 +106,7 @@ def _server(server) -> list[tuple[str, object]]:
 
 
 def _clients(server) -> list[tuple[str, object]]:
-    clients = [c for c in server.clients.values() if not getattr(c, "loading", False)]
+    clients = server.clients.values()  # our primary's link among them, as Redis's server.master
     return [
         ("connected_clients", sum(1 for c in clients if c.replica is None)),  # Redis's clients less its replicas
         ("cluster_connections", 0),
@@ -260,7 +260,7 @@ def _rate(server, index: int) -> float:
 
 def _threads(server) -> list[tuple[str, object]]:
     """One thread does all the I/O, as Redis with io-threads 1: its clients, reads and writes."""
-    clients = sum(1 for c in server.clients.values() if not c.loading)
+    clients = len(server.clients)
     return [("io_thread_0", f"clients={clients},reads={server.reads_processed},writes={server.writes_processed}")]
 
 

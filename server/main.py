@@ -444,9 +444,9 @@ _periodic_log = PeriodicLog()
 
 def close_idle_clients(server: Server, timeout: int, now: float) -> None:
     """The `timeout` parameter: close clients idle that many seconds. As Redis's clientsCronHandleTimeout,
-    never a blocked client, a replica or MONITOR, nor a Pub/Sub subscriber (a quiet channel is no dead link)."""
+    never a blocked client, a replica, our primary or MONITOR, nor a Pub/Sub subscriber (a quiet channel is no dead link)."""
     for client in list(server.clients.values()):
-        if (client.blocked is None and not client.monitor and client.replica is None and not client.channels
+        if (client.blocked is None and not client.monitor and client.replica is None and client.master_link is None and not client.channels
                 and not client.patterns and not client.shard_channels and now - client.last_interaction / 1000 > timeout):
             log.log(VERBOSE, "Closing idle client")  # at Redis's level: `loglevel verbose` shows it
             client.kill()

@@ -99,7 +99,7 @@ class PeriodicLog:
             if len(db):
                 log.log(VERBOSE, "DB %d: %d keys (%d volatile) in %d slots HT.", db.id, len(db), len(db.expires), table_slots(len(db)))
         if log.isEnabledFor(logging.DEBUG):
-            clients = [c for c in server.clients.values() if not getattr(c, "loading", False)]
+            clients = list(server.clients.values())
             replicas = sum(1 for c in clients if getattr(c, "replica", None) is not None)
             log.debug("%d clients connected (%d replicas), %d bytes in use", len(clients) - replicas, replicas, rss)
 

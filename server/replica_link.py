@@ -62,12 +62,45 @@ class MasterLink:
         self.task = self.server.loop.create_task(self._run())
 
     def stop(self) -> None:
+        self.detach()
         if self.task is not None:
             self.task.cancel()
             self.task = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+    def attach(self, writer: asyncio.StreamWriter) -> None:
+        """The link is up: its client joins the client table, as Redis's server.master (CLIENT LIST
+        flags=M, TYPE master, counted in connected_clients). A partial resync brings back the same
+        client and ID, as Redis resurrects its cached master; a full sync makes a new one."""
+        client, server = self.client, self.server
+        if not client.id:
+            client.id = server.next_client_id
+            server.next_client_id += 1
+            client.created = time.time()
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        client.addr = f"{peer[0]}:{peer[1]}" if peer else "?:0"
+        client.laddr = f"{local[0]}:{local[1]}" if local else "?:0"
+        sock = writer.get_extra_info("socket")
+        client.fd = sock.fileno() if sock is not None else -1
+        client.last_interaction = self.server.clock()
+        client.master_link = self
+        server.clients[client.id] = client
+
+    def detach(self) -> None:
+        """The link is down: its client leaves the client table (kept, for a partial resync)."""
+        client = self.client
+        if client.master_link is not None:
+            client.master_link = None
+            self.server.clients.pop(client.id, None)
+
+    def drop(self) -> None:
+        """CLIENT KILL of our primary's client: the link closes and is made again, as Redis caches its
+        master and resynchronizes (partially, where the primary still has the history)."""
+        self.detach()
+        if self.writer is not None:
+            self.writer.transport.abort()
 
     async def _run(self) -> None:
         while True:
@@ -86,6 +119,7 @@ class MasterLink:
                     log.warning("Connection with master lost: %s", exc or type(exc).__name__)
                 else:
                     log.warning("Error condition on socket for SYNC: %s", exc or type(exc).__name__)
+            self.detach()
             if self.writer is not None:
                 self.writer.close()
                 self.writer = None
@@ -170,6 +204,7 @@ class MasterLink:
             self.disconnected += self.last_io - self.down_since
         self.up_since = self.last_io
         log.info("MASTER <-> REPLICA sync: Finished with success")
+        self.attach(writer)
         if self.failover:
             self.failover = False
             replication.failover_done()
@@ -242,7 +277,8 @@ class MasterLink:
             if not chunk:
                 raise EOFError("the primary closed the connection")
             self.last_io = time.time()
-            server.clock()
+            client.last_interaction = server.clock()
+            client.net_in += len(chunk)
             raw.append(chunk)
             commands, error = parser.feed(chunk)
             counted = 0
@@ -268,11 +304,14 @@ class MasterLink:
                 server.serve_ready()
 
     def _apply(self, client, argv: list[bytes]) -> None:
+        client.last_command = argv
         name = argv[0].lower()
         if name == b"replconf" and len(argv) > 1 and argv[1].lower() == b"getack":
             self.ack_asked = True
+            client.commands_processed += 1
             return
         if name == b"ping":
+            client.commands_processed += 1
             return
         server = self.server
         cmd = server.commands.get(argv[0]) or server.lookup_command(argv[0])

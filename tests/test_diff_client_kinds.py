@@ -88,3 +88,68 @@ def test_acl_cat_lists_container_commands(pair):
     millrace, redis = listed
     both = {b"client", b"config", b"xgroup", b"xinfo", b"object", b"slowlog", b"acl", b"pubsub", b"latency", b"memory"}
     assert both <= redis and both <= millrace
+
+
+def wait_link(conn: RawConn, status: bytes = b"up") -> None:
+    deadline = time.monotonic() + 10
+    while b"master_link_status:" + status not in conn.call("INFO", "replication"):
+        assert time.monotonic() < deadline, f"the replica's link never went {status!r}"
+        time.sleep(0.05)
+
+
+def master_client_seen(primary_port: int, replica_port: int) -> dict:
+    """What a replica shows of its own link to its primary: Redis's server.master is a client."""
+    admin, primary = RawConn(replica_port), RawConn(primary_port)
+    seen: dict = {}
+    try:
+        admin.call("REPLICAOF", "127.0.0.1", str(primary_port))
+        wait_link(admin)
+        primary.call("SET", "k", "v")
+        deadline = time.monotonic() + 5
+        while admin.call("GET", "k") != b"v" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = admin.call("CLIENT", "LIST", "TYPE", "master")
+        fields = dict(re.findall(rb"(\S+?)=(\S*)", line))
+        master_id = fields[b"id"]
+        seen["one master line"] = line.count(b"\n") == 1
+        seen["fields"] = {name: fields[name] for name in (b"flags", b"user", b"db", b"name")}
+        seen["addr is the primary"] = fields[b"addr"].endswith(b":%d" % primary_port)
+        seen["in CLIENT LIST"] = re.findall(rb"flags=(\S+)", admin.call("CLIENT", "LIST"))
+        seen["connected_clients"] = re.findall(rb"connected_clients:(\d+)", admin.call("INFO", "clients"))
+        seen["kill normal, user default"] = [admin.call("CLIENT", "KILL", "TYPE", "normal"), admin.call("CLIENT", "KILL", "USER", "default")]
+        seen["kill master"] = admin.call("CLIENT", "KILL", "TYPE", "master")
+        seen["gone at once"] = admin.call("CLIENT", "LIST", "TYPE", "master")
+        wait_link(admin)
+        again = dict(re.findall(rb"(\S+?)=(\S*)", admin.call("CLIENT", "LIST", "TYPE", "master")))
+        seen["same client after a partial resync"] = again[b"id"] == master_id
+        seen["partial syncs"] = re.findall(rb"sync_partial_ok:(\d+)", primary.call("INFO", "stats"))
+        # `timeout` never closes the link to our primary, however long it has been quiet
+        admin.call("CONFIG", "SET", "timeout", "1")
+        for _ in range(25):
+            admin.call("PING")
+            time.sleep(0.1)
+        seen["idle link kept"] = re.findall(rb"sync_partial_ok:(\d+)", primary.call("INFO", "stats"))
+        admin.call("CONFIG", "SET", "timeout", "0")
+        admin.call("REPLICAOF", "NO", "ONE")
+        seen["after REPLICAOF NO ONE"] = admin.call("CLIENT", "LIST", "TYPE", "master")
+        return seen
+    finally:
+        admin.close()
+        primary.close()
+
+
+def test_a_replicas_link_to_its_primary_is_a_master_client(pair):
+    """CLIENT LIST TYPE master, flags=M, user=(superuser), counted in connected_clients; CLIENT KILL TYPE
+    master closes it and a partial resync brings the same client back; `timeout` leaves it be."""
+    from tests.servers import start_millrace, start_redis
+
+    seen = []
+    for primary, start in zip(pair, (start_millrace, start_redis), strict=True):
+        replica = start()
+        try:
+            seen.append(master_client_seen(primary.port, replica.port))
+        finally:
+            replica.stop()
+    millrace, redis = seen
+    assert millrace == redis
+    assert millrace["fields"][b"flags"] == b"M" and millrace["kill master"] == 1 and millrace["same client after a partial resync"]

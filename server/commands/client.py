@@ -29,6 +29,8 @@ def client_flags(client) -> str:
         flags += "O"
     elif client.replica is not None:
         flags += "S"
+    if client.master_link is not None:
+        flags += "M"
     if client.channels or client.patterns or client.shard_channels:
         flags += "P"
     if client.multi is not None:
@@ -87,7 +89,7 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
         f"idle={int(now - client.last_interaction / 1000)} flags={client_flags(client)} db={client.db.id} "
         f"sub={len(client.channels)} psub={len(client.patterns)} ssub={len(client.shard_channels)} multi={multi} watch={len(client.watched)} qbuf=0 qbuf-free=0 "
         f"argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={obl} oll={oll} omem={omem} tot-mem={16384 + unsent} "
-        f"events={'rw' if unsent else 'r'} cmd={cmd_name} user=default redir={client.tracking.redirect if client.tracking is not None else -1} resp={client.resp} "
+        f"events={'rw' if unsent else 'r'} cmd={cmd_name} user={'default' if client.master_link is None else '(superuser)'} redir={client.tracking.redirect if client.tracking is not None else -1} resp={client.resp} "
         f"lib-name={client.lib_name.decode('latin-1')} lib-ver={client.lib_ver.decode('latin-1')} "
         f"io-thread=0 tot-net-in={client.net_in} tot-net-out={client.net_out} tot-cmds={client.commands_processed}"
     )
@@ -95,10 +97,12 @@ def client_info(client, now: float | None = None, current: str | None = None) ->
 
 def client_type(client) -> str:
     """Redis's getClientType: a replica link is `slave` (a MONITOR never is one here) and a subscriber
-    `pubsub` (whatever its protocol, shard channels too), so CLIENT KILL TYPE normal (Sentinel's failover) leaves both be.
-    A replica's own link to its primary is not in the client table (replica_link.LoadingClient)."""
+    `pubsub` (whatever its protocol, shard channels too), so CLIENT KILL TYPE normal (Sentinel's failover) leaves both be;
+    a replica's own link to its primary is `master` (MasterLink.attach)."""
     if client.replica is not None:
         return "slave"
+    if client.master_link is not None:
+        return "master"
     if client.channels or client.patterns or client.shard_channels:
         return "pubsub"
     return "normal"
@@ -210,6 +214,7 @@ def client_kill(ctx, argv):
         elif option == b"user":
             if value != b"default":
                 raise ReplyError(f"ERR No such user '{text}'")
+            filters[option] = lambda c: c.master_link is None  # our primary's client has no user, as Redis's
         elif option == b"addr":
             filters[option] = lambda c, a=text: c.addr == a
         elif option == b"laddr":
