@@ -16,7 +16,7 @@ from time import perf_counter_ns
 
 from protocol.errors import ReplyError, arg_text, error_line
 from protocol.reply import Error
-from storage.keyspace import Keyspace
+from storage.keyspace import Database, Keyspace
 from storage.stream_id import format_id
 
 from . import REDIS_VERSION, notify, output_limits, retention
@@ -296,7 +296,10 @@ class Server:
         try:
             if notifying:
                 before = notify.before(self, client, cmd, argv)
-            result = cmd.handler(client, argv)
+            if cmd.write and self.replica_keys_with_expire is not None and not client.loading:
+                result = self._replica_write(client, cmd, argv)
+            else:
+                result = cmd.handler(client, argv)
         except ReplyError as exc:
             if not self.loading:  # an AOF replay counts nothing (count_call below)
                 cmd.failed_calls += 1
@@ -356,6 +359,17 @@ class Server:
                 us = coarse_us(us)
             histogram = cmd.latency_hist
             histogram[us] = histogram.get(us, 0) + 1
+
+    @staticmethod
+    def _replica_write(client, cmd: Command, argv: list[bytes]):
+        """A client's write on a writable replica (replica-read-only no): a key past its TTL, kept for
+        the primary's DEL, is deleted first, as Redis's lookupKeyWrite does, so INCR or APPEND makes a
+        new key rather than writing under the dead TTL (its value gone at once)."""
+        previous, Database.expiry = Database.expiry, "write"
+        try:
+            return cmd.handler(client, argv)
+        finally:
+            Database.expiry = previous
 
     def remember_replica_keys(self, db, effects) -> None:
         """A writable replica's own write: the keys it left with a TTL are this replica's to expire."""

@@ -43,6 +43,8 @@ class Database:
     # answering its clients: missing, but kept until the primary's DEL arrives), or
     # "keep" it (while applying loaded or replicated effects: Redis never expires
     # keys there, so a PERSIST or PEXPIREAT recorded in time still finds its key).
+    # A client's write on a writable replica looks up in "write" mode: the key is
+    # deleted, as by "delete" (Redis's lookupKeyWrite forces it), and DEL counts it.
     # Set on the class by the loader/replica code; only read on the expired path.
     expiry = "delete"
 
@@ -53,7 +55,7 @@ class Database:
             when = expires.get(key)
             if when is not None and when < now and now:
                 mode = self.expiry
-                if mode == "delete":
+                if mode == "delete" or mode == "write":
                     self._expire(key)
                     return None
                 if mode == "hide":
@@ -83,6 +85,10 @@ class Database:
             self.expires.pop(key, None)
 
     def delete(self, key: bytes, now: int) -> bool:
+        if self.expiry == "write" and key in self.data:  # a replica's DEL: expireIfNeeded keeps it, dbSyncDelete counts it
+            self.expires.pop(key, None)
+            del self.data[key]
+            return True
         if self.lookup(key, now) is None:
             return False
         del self.data[key]

@@ -77,3 +77,43 @@ def test_a_writable_replica_expires_the_keys_its_own_clients_gave_a_ttl(kind):
     finally:
         primary.stop()
         replica.stop()
+
+
+def writes_on_keys_past_their_ttl(kind: str) -> list:
+    if kind == "redis":
+        require_redis()
+        primary = start_redis("--enable-debug-command", "yes")
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port), "--replica-read-only", "no")
+    else:
+        primary = start_millrace("--enable-debug-command", "yes")
+        replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), "--replica-read-only", "no")
+    try:
+        source, copy = primary.client(), replica.client()
+        wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
+        source.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")  # no DEL comes: the keys stay on the replica, past their TTL
+        for key in ("incr", "float", "append", "range", "keepttl", "del", "unlink", "stream"):
+            source.set(key, "5", px=200)
+        assert source.wait(1, 5000) == 1
+        time.sleep(0.5)
+        seen = [
+            copy.incr("incr"), copy.incrbyfloat("float", 1.5), copy.append("append", "x"), copy.setrange("range", 0, "x"),
+            copy.set("keepttl", "new", keepttl=True), copy.delete("del"), copy.unlink("unlink"),
+            copy.xadd("stream", {"f": "v"}, id="1-1"),  # a string past its TTL is no WRONGTYPE for a write
+        ]
+        time.sleep(0.3)  # a few of the replica's cron ticks: nothing written here may expire
+        for key in ("incr", "float", "append", "range", "keepttl", "del", "unlink"):
+            seen.append((key, copy.get(key), copy.ttl(key)))
+        seen += [copy.xlen("stream"), copy.ttl("stream"), copy.dbsize()]
+        return seen
+    finally:
+        primary.stop()
+        replica.stop()
+
+
+def test_a_client_write_on_a_writable_replica_replaces_a_key_past_its_ttl():
+    """Redis's lookupKeyWrite deletes the expired key first (EXPIRE_FORCE_DELETE_EXPIRED): INCR, APPEND,
+    SETRANGE or SET KEEPTTL make a new key with no TTL instead of writing under the dead one (the value
+    hidden at once, then deleted by the replica's cron); DEL and UNLINK count the key."""
+    millrace, redis = writes_on_keys_past_their_ttl("millrace"), writes_on_keys_past_their_ttl("redis")
+    assert millrace == redis
+    assert millrace[0] == 1 and ("incr", b"1", -1) in millrace
