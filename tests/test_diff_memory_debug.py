@@ -11,6 +11,7 @@ text, compared first, still holds for the later tests' servers.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -261,3 +262,24 @@ def test_debug_help_lists_protocol_as_redis(pair):
         entries.append(lines[start:end])
     assert entries[0] == entries[1]
     assert len(entries[0]) == 4
+
+
+def test_memory_usage_finds_a_key_past_its_ttl_and_leaves_it(pair):
+    """Redis's MEMORY USAGE looks the key up with dbFind, not as a read: a key past its TTL, not yet
+    expired, is measured and stays (it used to answer nil and delete it)."""
+    seen = []
+    for proc in pair:
+        conn = RawConn(proc.port)
+        try:
+            conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+            conn.call("SET", "memory:ttl", "v", "PX", "1")
+            conn.call("XADD", "memory:ttl-stream", "1-1", "f", "v")
+            conn.call("PEXPIRE", "memory:ttl-stream", "1")
+            time.sleep(0.05)
+            usage = [conn.call("MEMORY", "USAGE", key) for key in ("memory:ttl", "memory:ttl-stream")]
+            seen.append(([type(n) is int and n > 0 for n in usage], conn.call("DBSIZE"), conn.call("GET", "memory:ttl"), conn.call("DBSIZE")))
+        finally:
+            conn.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+            conn.call("DEL", "memory:ttl", "memory:ttl-stream")
+            conn.close()
+    assert seen[0] == seen[1] == ([True, True], 2, None, 1)

@@ -47,7 +47,7 @@ def memory_usage(ctx, argv):
         else:
             raise ReplyError(SYNTAX)
     key = argv[2]
-    value = ctx.db.lookup(key, ctx.server.now)
+    value = ctx.db.data.get(key)  # Redis's dbFind: a key past its TTL is measured, and left to expire
     if value is None:
         return None
     size = key_overhead(key)
