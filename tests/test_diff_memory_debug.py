@@ -283,3 +283,43 @@ def test_memory_usage_finds_a_key_past_its_ttl_and_leaves_it(pair):
             conn.call("DEL", "memory:ttl", "memory:ttl-stream")
             conn.close()
     assert seen[0] == seen[1] == ([True, True], 2, None, 1)
+
+
+def debug_object_seen(port: int) -> list:
+    import redis as redis_py
+
+    client = redis_py.Redis(port=port, protocol=2)
+    conn = RawConn(port)
+    try:
+        client.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        client.set("debug:small", "v")
+        client.set("debug:int", "12345")
+        client.set("debug:ttl", "v", px=1)
+        client.xadd("debug:stream", {"f": "v"}, id="1-1")
+        time.sleep(0.01)  # debug:ttl is past its TTL: dbFind still finds it
+        seen = []
+        for key in ("debug:small", "debug:int", "debug:ttl", "debug:stream"):
+            parsed = client.debug_object(key)  # redis-py parses the line into a dict
+            lru_clock = int(client.info("server")["lru_clock"])
+            seen.append((key, sorted(parsed), parsed["type"], parsed["at"][:2], parsed["refcount"], parsed["encoding"],
+                         abs(parsed["lru"] - lru_clock) <= 2, parsed["lru_seconds_idle"] <= 1))
+        seen.append(("serializedlength", [client.debug_object(key)["serializedlength"] for key in ("debug:small", "debug:int")]))
+        for args in (("debug:missing",), (), ("debug:small", "fast")):
+            reply = conn.call("DEBUG", "OBJECT", *args)
+            seen.append(str(reply) if isinstance(reply, Exception) else reply)
+        help_lines = conn.call("DEBUG", "HELP")
+        start = help_lines.index(b"OBJECT <key>")
+        seen.append(help_lines[start:start + 2])
+        return seen
+    finally:
+        client.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        client.delete("debug:small", "debug:int", "debug:ttl", "debug:stream")
+        client.close()
+        conn.close()
+
+
+def test_debug_object_is_redis_line(pair):
+    """DEBUG OBJECT key: the line redis-py's debug_object parses (it failed as an unknown subcommand)."""
+    millrace, redis = (debug_object_seen(proc.port) for proc in pair)
+    assert millrace == redis
+    assert millrace[0][5] == "embstr" and millrace[3][5] == "stream"

@@ -530,14 +530,17 @@ def object_encoding(ctx, argv):
     embstr while key, value and the 8 bytes of an expire time add up to at most 41 bytes."""
     key = argv[2]
     value = read_lookup(ctx, key)
-    if value is None:
-        return None
+    return None if value is None else value_encoding(key, value, ctx.db.ttl(key) is not None)
+
+
+def value_encoding(key: bytes, value, has_ttl: bool) -> bytes:
+    """OBJECT ENCODING's answer for key's value (see there)."""
     if type(value) is not bytes:
         return type_name(value).encode()
     if _integer_encoded(value):
         return b"int"
     size = len(key) + len(value)
-    if ctx.db.ttl(key) is None:
+    if not has_ttl:
         return b"embstr" if size <= EMBSTR_MAX_SIZE else b"raw"
     # With an expire time: Redis 8.2.3 as measured for every key and value length up to 60 bytes; a key of
     # 32 bytes or more (its longer sds header) also embeds when key and value add up to 40 or 41 bytes

@@ -7,9 +7,11 @@ import os
 import re
 import time
 
+import msgpack
+
 from protocol.encoder import encode
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
-from protocol.reply import OK, Map, Push, Raw, Set, Verbatim
+from protocol.reply import OK, Map, Push, Raw, Set, Simple, Verbatim
 
 from ..command import command, container
 from ..config import PARAMS, is_glob
@@ -313,6 +315,8 @@ DEBUG_HELP = [
     "    Save the dataset and load it back (not supported yet).",
     "LOADAOF",
     "    Flush the AOF buffers and reload the AOF (not supported yet).",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not accessed.",
     "HELP",
@@ -357,12 +361,39 @@ def debug(ctx, argv):
         return OK
     if sub == b"protocol" and argc == 3:
         return debug_protocol(ctx, argv[2].lower())
+    if sub == b"object" and argc == 3:
+        return debug_object(ctx, argv[2])
     if sub in (b"reload", b"loadaof"):
         hook = ctx.server.debug_reload if sub == b"reload" else ctx.server.debug_loadaof
         if hook is None:
             raise ReplyError(f"ERR DEBUG {sub.decode().upper()} not supported yet: Millrace has no persistence in this build")
         return hook(argv[2:])
     raise subcommand_error(argv)
+
+
+def debug_object(ctx, key: bytes) -> Simple:
+    """DEBUG OBJECT key: Redis's one-line summary (redis-py's debug_object parses it). The key is found as
+    Redis's dbFind does (a key past its TTL too). `serializedlength` is the RDB string encoding's size for a
+    string (no LZF attempt) and the snapshot record's for a stream; `lru_seconds_idle` is 0 (keys carry no
+    access clock, as OBJECT IDLETIME)."""
+    from persistence.snapshot import encode_value
+
+    from .keyspace import value_encoding
+
+    value = ctx.db.data.get(key)
+    if value is None:
+        raise ReplyError("ERR no such key")
+    encoding = value_encoding(key, value, ctx.db.ttl(key) is not None)
+    if type(value) is not bytes:
+        length = len(msgpack.packb(encode_value(value), use_bin_type=True))
+    elif encoding == b"int" and -(1 << 31) <= int(value) < 1 << 31:
+        number = int(value)
+        length = 2 if -128 <= number < 128 else 3 if -32768 <= number < 32768 else 5
+    else:
+        n = len(value)
+        length = n + (1 if n < 64 else 2 if n < 16384 else 5)
+    lru = int(time.time()) & ((1 << 24) - 1)
+    return Simple(b"Value at:0x%x refcount:1 encoding:%s serializedlength:%d lru:%d lru_seconds_idle:0" % (id(value), encoding, length, lru))
 
 
 _BIGNUM = b"1234567999999999999999999999999999999"
