@@ -6,6 +6,7 @@ its allocations the way jemalloc does, so `used_memory` is the process RSS.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import resource
@@ -71,6 +72,11 @@ def info_string(server, sections: list[str]) -> str:
     return "\r\n".join(blocks)
 
 
+# Redis's build ID is 16 hex digits of a hash of its build (redis-py reads it as a string): here of
+# Millrace's version and the Redis version it answers as
+BUILD_ID = hashlib.blake2b(f"millrace {__version__} redis {REDIS_VERSION}".encode(), digest_size=8).hexdigest()
+
+
 def _server(server) -> list[tuple[str, object]]:
     config = server.config
     uptime = int(time.time() - server.start_time)
@@ -79,7 +85,7 @@ def _server(server) -> list[tuple[str, object]]:
         ("millrace_version", __version__),
         ("redis_git_sha1", "00000000"),
         ("redis_git_dirty", 0),
-        ("redis_build_id", "0"),
+        ("redis_build_id", BUILD_ID),
         ("redis_mode", "standalone"),
         ("os", f"{platform.system()} {platform.release()} {platform.machine()}"),
         ("arch_bits", 64 if sys.maxsize > 2**32 else 32),

@@ -594,3 +594,17 @@ def test_psync_failover_is_refused_by_a_primary_whatever_the_replid(pair):
         replid = dict(line.split(":", 1) for line in conn.call("INFO", "replication").decode().split("\r\n") if ":" in line)["master_replid"]
         assert repr(conn.call("PSYNC", replid, "1", "FAILOVER")) == repr(pair[1].call("PSYNC", "f" * 40, "1", "FAILOVER"))
         assert str(conn.call("PSYNC", replid, "1", "FAILOVER")) == "ERR PSYNC FAILOVER can't be sent to a master."
+
+
+def test_info_values_parse_to_the_same_python_types(server, oracle_server):
+    """redis-py turns INFO values into int, float, str or dict by their text; monitoring code relies on
+    those types. Every field both servers print parses to the same type (redis_build_id was "0", an int,
+    where Redis prints hex digits, a string)."""
+    import redis as redis_py
+
+    ours, theirs = (redis_py.Redis(port=proc.port, protocol=2).info("everything") for proc in (server, oracle_server))
+    # redis_git_sha1 is 00000000 (an int to redis-py) in a Redis built outside git, as Debian's, and here
+    shared = ours.keys() & theirs.keys() - {"redis_git_sha1"}
+    differing = {name: (type(ours[name]).__name__, type(theirs[name]).__name__) for name in shared if type(ours[name]) is not type(theirs[name])}
+    assert differing == {}
+    assert isinstance(ours["redis_build_id"], str) and len(ours["redis_build_id"]) == 16
