@@ -153,6 +153,9 @@ _param(
     choices=("volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"),
 )
 _param("maxmemory-samples", "int", 5, low=1, high=64)
+_param("lfu-log-factor", "int", 10, high=INT_MAX)  # the LFU counter's logarithm base (server/eviction.py)
+_param("lfu-decay-time", "int", 1, high=INT_MAX)  # minutes per decrement of an idle key's LFU counter
+
 _param("timeout", "int", 0, high=INT_MAX)
 _param("tcp-backlog", "int", 511, high=INT_MAX, mutable=False)
 _param("tcp-keepalive", "int", 300, high=INT_MAX)
@@ -314,8 +317,6 @@ lazyfree-lazy-eviction - no
 lazyfree-lazy-expire - no
 lazyfree-lazy-server-del - no
 lazyfree-lazy-user-del - no
-lfu-decay-time - 1 0..INT_MAX
-lfu-log-factor - 10 0..INT_MAX
 list-compress-depth - 0 0..INT_MAX
 list-max-listpack-size - -2 INT_MIN..INT_MAX
 list-max-ziplist-size - -2 INT_MIN..INT_MAX

@@ -295,7 +295,7 @@ def _stats(server) -> list[tuple[str, object]]:
         ("expired_stale_perc", "0.00"),
         ("expired_time_cap_reached_count", 0),
         ("expire_cycle_cpu_milliseconds", 0),
-        ("evicted_keys", 0),
+        ("evicted_keys", server.stats["evicted_keys"]),
         ("evicted_clients", 0),
         ("evicted_scripts", 0),
         ("total_eviction_exceeded_time", 0),

@@ -397,7 +397,9 @@ def _measure(server: Server, now: int) -> None:
     sample_ops(server, now)
     lag_watch_cron(server, now)
     rss = rss_bytes() if log.isEnabledFor(VERBOSE) else 0  # only the verbose periodic log shows it
-    server.memory_meter.cron(now)  # maxmemory: the data's memory (no eviction: Redis's noeviction answer)
+    server.memory_meter.cron(now)  # maxmemory: the data's memory (evictions run before the next write)
+    if server.access is not None:
+        server.access.prune()
     _periodic_log(server, now, rss)
 
 

@@ -1,8 +1,9 @@
 """maxmemory against the memory the data uses, checked before every write command.
 
 Redis's performEvictions runs before each command that may add memory (denyoom):
-over `maxmemory` it is refused with OOM (Millrace evicts nothing: noeviction's
-answer whatever the policy). The process RSS is a poor measure here: CPython
+over `maxmemory` the policy's evictions run first (server/eviction.py), and if
+memory is still over (noeviction, or nothing left to evict) it is refused with
+OOM. The process RSS is a poor measure here: CPython
 keeps freed memory and the allocator's arenas, and reading it per command costs
 a system call. So the figure is the memory at start-up plus the data's own
 size, MEMORY USAGE summed over every key, measured exactly once a second while
@@ -51,6 +52,14 @@ class MemoryMeter:
         self.measured_at = now
         self.update()
 
+    def freed(self, size: int) -> None:
+        """A key of `size` bytes was evicted (measured exactly at the next tick): off the last measure,
+        and what is left off the writes counted since (the key may be one of them)."""
+        self.dataset -= size
+        if self.dataset < 0:
+            self.since = max(self.since + self.dataset, 0)
+            self.dataset = 0
+
     def update(self) -> None:
         server = self.server
         maxmemory = server.config["maxmemory"]
@@ -58,8 +67,11 @@ class MemoryMeter:
 
     def admit(self, argv: list[bytes]) -> bool:
         """Before a denyoom command: False (refuse it) when used memory is already over maxmemory."""
-        if self.server.oom:
-            return False
+        server = self.server
+        if server.oom:
+            server.evictor.evict(self)
+            if server.oom:
+                return False
         self.since += sum(map(len, argv))
         self.update()
         return True

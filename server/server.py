@@ -25,6 +25,7 @@ from .command import COMMANDS, Command, UnknownSubcommand
 from .config import Config
 from .default_user import DefaultUser
 from .dirty import RULES as DIRTY_RULES
+from .eviction import AccessClock, Evictor, policy_kind
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
 from .maxmemory import MemoryMeter
@@ -72,7 +73,7 @@ class Server:
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
-        "tracking",
+        "tracking", "access", "evictor",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -104,6 +105,7 @@ class Server:
                 "total_error_replies",
                 "rejected_connections",
                 "expired_keys",
+                "evicted_keys",
             ),
             0,
         )
@@ -154,6 +156,18 @@ class Server:
         self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
         self.memory_meter = MemoryMeter(self)  # maxmemory: the data's memory, checked before each denyoom command
         self.tracking = None  # server.tracking.Tracking once a client enables CLIENT TRACKING (Redis's TrackingTable)
+        self.evictor = Evictor(self)  # maxmemory-policy's evictions (server/eviction.py)
+        self.access: AccessClock | None = None  # the keys' access clock, while an LRU or LFU policy is set
+        self.policy_changed()
+
+    def policy_changed(self) -> None:
+        """maxmemory-policy set: an LRU or LFU policy keeps an access clock, a fresh one when the kind changes
+        (Redis: "when switching between policies at runtime LRU and LFU data will take some time to adjust")."""
+        kind = policy_kind(self.config["maxmemory-policy"])
+        if kind is None:
+            self.access = None
+        elif self.access is None or self.access.kind != kind:
+            self.access = AccessClock(self, kind)
 
     def set_requirepass(self, password: str) -> None:
         self.default_user.set_requirepass(password)
@@ -323,7 +337,8 @@ class Server:
                         self.remember_replica_keys(db, effects)
                     rule = DIRTY_RULES.get(cmd.name)
                     dirty = len(effects) if rule is None else rule(result, effects)
-                    if db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None or self.tracking is not None:
+                    if (db.expired or self.watched or self.blocking.waiters or self.effect_listeners or self._exec_effects is not None
+                            or self.tracking is not None or self.access is not None):
                         self.after_write(db.id, effects, dirty)
                     else:  # the quiet case: nothing to touch, queue or propagate
                         self.dirty += dirty
@@ -344,6 +359,8 @@ class Server:
             self.feed_monitors(client, cmd, argv)
         if self.tracking is not None:  # client-side caching: remember a read's keys, order its invalidations
             result = self.tracking.after_call(client, cmd, argv, result)
+        if self.access is not None:  # an LRU or LFU maxmemory-policy: the named keys were accessed
+            self.access.touch(client, cmd, argv)
         return result
 
     def count_call(self, client, cmd: Command, argv: list[bytes], elapsed: int) -> None:
@@ -403,6 +420,8 @@ class Server:
             # keys the command found expired propagate first (their DEL must precede its effects)
             self.propagate_expired(database)
         self.dirty += len(effects) if dirty is None else dirty
+        if self.access is not None:
+            self.access.effects(db, effects)
         if self.watched or self.blocking.waiters or self.tracking is not None:
             for argv in effects:
                 self.touch_effect(db, argv)

@@ -559,27 +559,29 @@ def object_refcount(ctx, argv):
 @command("object|idletime", 3, "readonly", keys=(2, 2, 1), group="generic", since="2.2.3",
          summary="Returns the time since the last access to a Redis object.")
 def object_idletime(ctx, argv):
-    """OBJECT IDLETIME key -> 0: access times are not tracked (that would cost every GET)."""
+    """OBJECT IDLETIME key: seconds since the key was last accessed, under an LRU maxmemory-policy; 0 under
+    the others, where no access clock is kept (it would cost every command: server/eviction.py)."""
     value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     if "lfu" in ctx.server.config["maxmemory-policy"]:
         raise ReplyError("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when "
                          "switching between policies at runtime LRU and LFU data will take some time to adjust.")
-    return 0
+    clock = ctx.server.access
+    return clock.idle(ctx.db.id, argv[2]) if clock is not None else 0
 
 
 @command("object|freq", 3, "readonly", keys=(2, 2, 1), group="generic", since="4.0.0",
          summary="Returns the logarithmic access frequency counter of a Redis object.")
 def object_freq(ctx, argv):
-    """OBJECT FREQ key: only under an LFU maxmemory policy."""
+    """OBJECT FREQ key: the key's logarithmic access counter, only under an LFU maxmemory policy (redis-cli --hotkeys)."""
     value = read_lookup(ctx, argv[2])
     if value is None:
         return None
     if "lfu" not in ctx.server.config["maxmemory-policy"]:
         raise ReplyError("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that "
                          "when switching between policies at runtime LRU and LFU data will take some time to adjust.")
-    return 0
+    return ctx.server.access.freq(ctx.db.id, argv[2])
 
 
 @command("object|help", 2, "loading stale", group="generic", since="6.2.0", summary="Returns helpful text about the different subcommands.")

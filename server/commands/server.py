@@ -271,6 +271,8 @@ def install_config_listeners(server) -> None:
             server.update_refusing()
         elif name == "min-replicas-to-write":
             server.update_refusing()
+        elif name == "maxmemory-policy":
+            server.policy_changed()
         elif name in ("notify-keyspace-events", "client-output-buffer-limit"):
             server.pubsub.config_changed(name)
             if name == "client-output-buffer-limit":

@@ -1,0 +1,251 @@
+"""maxmemory-policy evicts, as Redis 8.2.3 does (server/eviction.py), where every policy used to answer
+as noeviction: OOM on writes Redis takes after evicting.
+
+Memory figures differ between the two servers (Millrace's is its data's size, see server/maxmemory.py),
+so each server's limit is set from its own empty-server figure plus the same margin, and the tests
+compare what is evicted, never how much. The LFU counters are compared exactly with lfu-log-factor 0,
+where every access counts one (the logarithm's randomness gone).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+import redis as redis_py
+
+from tests.servers import millrace_and_redis
+from tests.test_persistence import wait_for
+
+MARGIN = 2_000_000
+VALUE = "v" * 1000
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Millrace and Redis 8.2.3, in that order."""
+    yield from millrace_and_redis()
+
+
+def fresh(proc, policy: str) -> redis_py.Redis:
+    client = proc.client(protocol=2)
+    client.config_set("maxmemory", 0)
+    client.flushall()
+    client.config_set("maxmemory-policy", policy)
+    client.config_set("lfu-log-factor", 10)
+    client.config_resetstat()
+    memory = client.info("memory")  # the empty server's memory (Millrace: its start-up figure, as its meter counts)
+    client.empty_memory = memory["used_memory_startup"] if "millrace_version" in client.info("server") else memory["used_memory"]
+    return client
+
+
+def limit(client: redis_py.Redis, margin: int = MARGIN) -> None:
+    """maxmemory at the empty server's memory plus margin."""
+    client.config_set("maxmemory", client.empty_memory + margin)
+
+
+def write(client: redis_py.Redis, prefix: str, count: int, **kw) -> int:
+    """SET prefix0..count-1; the number of OOM refusals."""
+    refused = 0
+    for i in range(count):
+        try:
+            client.set(f"{prefix}{i}", VALUE, **kw)
+        except redis_py.ResponseError as exc:
+            assert str(exc).startswith("command not allowed when used memory"), exc
+            refused += 1
+    return refused
+
+
+def alive(client: redis_py.Redis, prefix: str, count: int) -> int:
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.exists(f"{prefix}{i}")
+    return sum(pipe.execute())
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu", "allkeys-random"])
+def test_allkeys_policies_evict_instead_of_refusing(pair, policy):
+    seen = []
+    for proc in pair:
+        client = fresh(proc, policy)
+        try:
+            limit(client)
+            refused = write(client, "k", 6000)  # ~6 MB against a 2 MB margin
+            evicted = client.info("stats")["evicted_keys"]
+            seen.append((refused, evicted > 1000, evicted + client.dbsize() == 6000))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (0, True, True)
+
+
+@pytest.mark.parametrize("policy", ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"])
+def test_volatile_policies_evict_only_keys_with_a_ttl_then_refuse(pair, policy):
+    seen = []
+    for proc in pair:
+        client = fresh(proc, policy)
+        try:
+            write(client, "keep", 300)  # no TTL: never a candidate
+            write(client, "vol", 600, ex=1000)
+            limit(client, MARGIN + 1_000_000)
+            refused = write(client, "new", 6000)
+            stats = client.info("stats")
+            seen.append((alive(client, "keep", 300), alive(client, "vol", 600), stats["evicted_keys"] >= 600, refused > 1000))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (300, 0, True, True)
+
+
+def test_volatile_ttl_evicts_the_nearest_expiry_first(pair):
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "volatile-ttl")
+        try:
+            write(client, "soon", 1000, ex=100)
+            write(client, "late", 1000, ex=100_000)
+            limit(client, MARGIN + 500_000)
+            write(client, "new", 1000)
+            evicted = client.info("stats")["evicted_keys"]
+            soon_gone, late_gone = 1000 - alive(client, "soon", 1000), 1000 - alive(client, "late", 1000)
+            seen.append((evicted > 0, soon_gone > 4 * late_gone))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (True, True)
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "allkeys-lfu"])
+def test_keys_in_use_outlive_the_others(pair, policy):
+    """LRU/LFU: keys read all along stay while keys written once go. Both servers keep a larger share of
+    the hot keys than of the cold; Millrace keeps nearly all. (Redis's LRU clock counts whole seconds, so
+    among keys used within the same second its sampled pick is a draw: it loses a third of them here.)"""
+    kept = []
+    for proc in pair:
+        client = fresh(proc, policy)
+        try:
+            write(client, "hot", 100)
+            for batch in range(10):
+                write(client, f"cold{batch}:", 100)
+            time.sleep(1.1)
+            for i in range(100):
+                client.get(f"hot{i}")
+            limit(client)
+            for batch in range(10, 60):
+                write(client, f"cold{batch}:", 100)
+                for _ in range(2):
+                    for i in range(100):
+                        client.get(f"hot{i}")
+            cold = sum(alive(client, f"cold{batch}:", 100) for batch in range(60))
+            assert client.info("stats")["evicted_keys"] > 1000
+            kept.append((alive(client, "hot", 100) / 100, cold / 6000))
+        finally:
+            client.config_set("maxmemory", 0)
+    (millrace_hot, millrace_cold), (redis_hot, redis_cold) = kept
+    assert redis_hot > redis_cold and millrace_hot > millrace_cold
+    assert millrace_hot >= 0.95 and millrace_cold < 0.5
+
+
+COUNTED = [  # (key, command): the key's LFU counter after the command, each from a fresh 5
+    ("k", ["GET", "k"]), ("k", ["SET", "k", "v"]), ("k", ["SET", "k", "v", "GET"]), ("k", ["GETSET", "k", "v"]),
+    ("k", ["APPEND", "k", "x"]), ("k", ["MGET", "k", "k"]), ("k", ["TYPE", "k"]), ("k", ["EXISTS", "k"]),
+    ("k", ["TTL", "k"]), ("k", ["OBJECT", "ENCODING", "k"]), ("k", ["EXPIRE", "k", "100"]), ("k", ["TOUCH", "k"]),
+    ("s", ["XADD", "s", "*", "f", "v"]), ("s", ["XLEN", "s"]), ("s", ["XRANGE", "s", "-", "+"]),
+    ("s", ["XREAD", "STREAMS", "s", "0"]), ("s", ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]),
+    ("s", ["XACK", "s", "g", "1-1"]), ("s", ["XINFO", "STREAM", "s"]), ("s", ["XTRIM", "s", "MAXLEN", "5"]),
+    ("k2", ["RENAME", "k", "k2"]), ("k2", ["COPY", "k", "k2"]),
+]  # fmt: skip
+
+
+def lfu_counters(proc) -> list:
+    client = fresh(proc, "allkeys-lfu")
+    client.config_set("lfu-log-factor", 0)  # every access counts one
+    seen = []
+    for key, command in COUNTED:
+        client.flushall()
+        client.set("k", "v")
+        client.xadd("s", {"f": "v"}, id="1-1")
+        client.xgroup_create("s", "g", "0")
+        client.execute_command(*command)
+        seen.append((" ".join(command), client.object("freq", key)))
+    client.set("x", "v")
+    client.execute_command("CLIENT", "NO-TOUCH", "ON")
+    client.get("x")
+    seen.append(("NO-TOUCH GET", client.object("freq", "x")))
+    client.touch("x")  # TOUCH counts even then
+    seen.append(("NO-TOUCH TOUCH", client.object("freq", "x")))
+    client.execute_command("CLIENT", "NO-TOUCH", "OFF")
+    client.config_set("lfu-log-factor", 10)
+    return seen
+
+
+def test_lfu_counters_count_accesses_as_redis(pair):
+    """OBJECT FREQ follows Redis's LFU counter (redis-cli --hotkeys reads it): a new key at 5, one per
+    lookup (two for the commands that look up twice), none for TYPE/EXISTS/TTL/OBJECT."""
+    millrace, redis = (lfu_counters(proc) for proc in pair)
+    assert millrace == redis
+    assert ("GET k", 6) in millrace and ("TYPE k", 5) in millrace
+
+
+def test_idletime_under_an_lru_policy(pair):
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "allkeys-lru")
+        client.set("idle", "v")
+        client.set("busy", "v")
+        time.sleep(2.2)
+        client.get("busy")
+        seen.append((client.object("idletime", "idle") >= 2, client.object("idletime", "busy")))
+    assert seen[0] == seen[1] == (True, 0)
+
+
+def test_redis_cli_hotkeys_finds_the_hot_key(pair):
+    """redis-cli --hotkeys scans OBJECT FREQ under an LFU policy (it listed nothing: every FREQ was 0)."""
+    millrace = pair[0]
+    client = fresh(millrace, "allkeys-lfu")
+    for i in range(50):
+        client.set(f"cool{i}", "v")
+    client.set("hottest", "v")
+    for _ in range(300):
+        client.get("hottest")
+    out = subprocess.run(["redis-cli", "-p", str(millrace.port), "--hotkeys"], capture_output=True, text=True, timeout=30).stdout
+    listed = [line for line in out.splitlines() if "hot key found with counter" in line]
+    assert listed and '"hottest"' in listed[0], out
+
+
+def test_an_eviction_is_a_del_for_replicas_watch_and_notifications():
+    """Evicted keys leave the replica too (their DELs are propagated), an `evicted` event is
+    published, and a replica (replica-ignore-maxmemory yes) evicts nothing of its own."""
+    from tests.servers import start_millrace
+
+    primary = start_millrace()
+    replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), "--maxmemory", "1mb", "--maxmemory-policy", "allkeys-random")
+    try:
+        source, copy = fresh(primary, "allkeys-random"), replica.client(protocol=2)
+        wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
+        source.config_set("notify-keyspace-events", "Ee")
+        events = source.pubsub()
+        events.psubscribe("__keyevent@0__:evicted")
+        assert events.get_message(timeout=1)["type"] == "psubscribe"
+        watcher = source.pipeline(transaction=True)
+        write(source, "k", 100)
+        watcher.watch("k0")
+        limit(source)
+        assert write(source, "more", 4000) == 0
+        evicted = source.info("stats")["evicted_keys"]
+        assert evicted > 1000
+        assert source.wait(1, 5000) == 1
+        wait_for(lambda: copy.dbsize() == source.dbsize())
+        assert copy.info("stats")["evicted_keys"] == 0  # its keys went by the primary's DELs
+        assert sorted(copy.keys()) == sorted(source.keys())
+        messages = []
+        while (message := events.get_message(timeout=0.5)) is not None:
+            messages.append(message["data"])
+        assert len(messages) == evicted
+        if source.exists("k0") == 0:  # k0 evicted: the WATCH fails as after a DEL
+            watcher.multi()
+            watcher.set("k0", "x")
+            with pytest.raises(redis_py.WatchError):
+                watcher.execute()
+        events.close()
+    finally:
+        replica.stop()
+        primary.stop()
