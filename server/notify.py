@@ -32,8 +32,10 @@ CONSUMER_CREATING = frozenset({"xreadgroup", "xclaim", "xautoclaim"})
 # `keymiss` (class m): Redis's lookupKeyRead finds no key. Reads look each key argument up once,
 # these as many times as listed (XREAD twice, OBJECT without notifying); writes only where listed,
 # their first key (COPY's source) unless all keys are read.
-KEYMISS_LOOKUPS = {"xread": 2, "object|encoding": 0, "object|freq": 0, "object|idletime": 0, "object|refcount": 0}
-READING_WRITES = {"getdel": False, "getex": False, "getset": False, "copy": False, "xack": False,
+# (WATCH never looks its keys up, MEMORY USAGE finds its key with dbFind: no keymiss from either.)
+KEYMISS_LOOKUPS = {"xread": 2, "object|encoding": 0, "object|freq": 0, "object|idletime": 0, "object|refcount": 0,
+                   "watch": 0, "memory|usage": 0}  # fmt: skip
+READING_WRITES = {"getdel": False, "getex": False, "getset": False, "copy": False, "xack": False, "xackdel": False,
                   "xreadgroup": True, "xclaim": False, "xautoclaim": False}  # fmt: skip
 # Errors that come after the lookup (a missing key's NOGROUP): its keymiss is sent all the same.
 MISS_ERRORS = ("NOGROUP", "ERR no such key")

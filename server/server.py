@@ -730,14 +730,23 @@ class Server:
                         continue
                     if (self.refusing or self.pause is not None or not client.authenticated) and self.recheck_woken(block):
                         continue
+                    cmd = block.command
+                    # the re-run's own lookups miss where keys are missing, as Redis's re-run command's do
+                    notifying = cmd is not None and self.pubsub.active & KEY_MISS
+                    if notifying:
+                        before = notify.before(self, client, cmd, block.argv)
                     start = perf_counter_ns()
                     try:
                         result = block.attempt()
                     except ReplyError as exc:
                         block.duration_ns += perf_counter_ns() - start
+                        if notifying:
+                            notify.key_misses(self, client.db.id, before, exc.message, notify.value_type(cmd))
                         self.unblock(block, self.error(exc.message))
                         continue
                     block.duration_ns += perf_counter_ns() - start
+                    if notifying:
+                        notify.key_misses(self, client.db.id, before)
                     if result is None:
                         if block.wake_at is not None:  # attempt() moved its wake-up time
                             if block.wake_timer is not None:

@@ -180,6 +180,16 @@ xlen s
 xrange s - +
 xadd x 1-1 f v
 xread streams x s 0 0
+xackdel nokey g ids 1 1-1
+watch w1 w2
+unwatch
+memory usage nokey
+set e2 v px 1
+pause
+memory usage e2
+watch e2
+unwatch
+xackdel e2 g ids 1 1-1
 """.strip().splitlines()
 
 
@@ -324,3 +334,51 @@ def test_events_follow_config_set(ports):
     assert messages == [(b"__keyspace@0__:loud", b"xadd")]
     r.config_set("notify-keyspace-events", "")
     listener.close()
+
+
+def woken_reads(port: int) -> list:
+    """The events around blocked reads woken by a write: Redis re-runs the command, whose lookups miss again."""
+    r = redis.Redis(port=port, socket_timeout=10)
+    r.flushall()
+    r.config_set("notify-keyspace-events", "KEm")
+    listener = r.pubsub()
+    listener.psubscribe("__key*@*__:*")
+    assert listener.get_message(timeout=2)["type"] == "psubscribe"
+    reader = redis.Redis(port=port, socket_timeout=10)
+    writer = redis.Redis(port=port, socket_timeout=10)
+    seen = []
+    try:
+        r.xadd("s", {"f": "v"}, id="1-1")
+        r.xgroup_create("s", "g", "$")
+        for blocked, wake in ((["XREAD", "BLOCK", "3000", "STREAMS", "nokey", "nokey2", "$", "$"], ["XADD", "nokey2", "1-1", "f", "v"]),
+                              (["XREADGROUP", "GROUP", "g", "c", "BLOCK", "3000", "STREAMS", "s", ">"], ["DEL", "s"])):  # fmt: skip
+            conn = reader.connection_pool.get_connection()
+            conn.send_command(*blocked)
+            time.sleep(0.3)
+            writer.execute_command(*wake)
+            try:
+                reply = conn.read_response()
+            except redis.ResponseError as exc:
+                reply = str(exc)
+            reader.connection_pool.release(conn)
+            r.publish("__keyevent@99__:marker", "end")
+            messages = []
+            while (message := listener.get_message(timeout=5)) is not None:
+                if message["type"] != "pmessage":
+                    continue
+                if message["channel"] == b"__keyevent@99__:marker":
+                    break
+                messages.append((message["channel"], message["data"]))
+            seen.append((blocked[0], reply is not None, messages))
+    finally:
+        r.config_set("notify-keyspace-events", "")
+        listener.close()
+        for client in (r, reader, writer):
+            client.close()
+    return seen
+
+
+def test_a_woken_blocked_read_misses_again_as_its_rerun_does(ports):
+    ours, theirs = (woken_reads(port) for port in ports)
+    assert ours == theirs
+    assert sum(channel.endswith(b"keymiss") for _, _, messages in ours for channel, _ in messages) >= 4
