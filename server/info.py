@@ -292,9 +292,9 @@ def _stats(server) -> list[tuple[str, object]]:
           (("sync_full", 0), ("sync_partial_ok", 0), ("sync_partial_err", 0))),
         ("expired_subkeys", 0),
         ("expired_keys", stats["expired_keys"]),
-        ("expired_stale_perc", "0.00"),
-        ("expired_time_cap_reached_count", 0),
-        ("expire_cycle_cpu_milliseconds", 0),
+        ("expired_stale_perc", f"{server.expired_stale_perc * 100:.2f}"),
+        ("expired_time_cap_reached_count", server.stats["expired_time_cap_reached_count"]),
+        ("expire_cycle_cpu_milliseconds", server.stats["expire_cycle_cpu_us"] // 1000),
         ("evicted_keys", server.stats["evicted_keys"]),
         ("evicted_clients", 0),
         ("evicted_scripts", 0),
@@ -465,6 +465,7 @@ def reset_stats(server) -> None:
     for key in server.stats:
         server.stats[key] = 0
     server.keyspace_hits = server.keyspace_misses = 0
+    server.expired_stale_perc = 0.0
     server.errorstats.clear()
     for cmd in all_commands():
         cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0

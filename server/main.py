@@ -349,16 +349,28 @@ def _active_expire(server: Server, now: int) -> None:
         return
     started = time.perf_counter()
     deadline = started + 0.25 / server.config["hz"]
+    sampled = expired = 0
+    stats = server.stats
     for db in server.keyspace.dbs:
         while db.expires:
+            before = db.expire_sampled
             removed, stale = db.expire_cycle(now)
+            sampled += db.expire_sampled - before
+            expired += len(removed)
             if removed:
-                server.stats["expired_keys"] += len(removed)
+                stats["expired_keys"] += len(removed)
                 notify_expired(server, db.id, removed)
                 server.after_write(db.id, [[b"DEL", key] for key in removed])
-            if not stale or time.perf_counter() > deadline:
+            if not stale:
                 break
+            if time.perf_counter() > deadline:
+                stats["expired_time_cap_reached_count"] += 1
+                break
+    # Redis's activeExpireCycle statistics: a moving average of the expired share of the keys sampled
+    # (each cycle weighs 5 %), and the cycles' CPU time
+    server.expired_stale_perc = (expired / sampled if sampled else 0.0) * 0.05 + server.expired_stale_perc * 0.95
     expiry_ns = int((time.perf_counter() - started) * 1e9)
+    stats["expire_cycle_cpu_us"] += expiry_ns // 1000
     if expiry_ns >= server.latency_threshold_ns:  # LATENCY's expire-cycle event, as Redis's activeExpireCycle
         server.latency.add("expire-cycle", expiry_ns // 1_000_000)
 

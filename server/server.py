@@ -73,7 +73,7 @@ class Server:
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
-        "tracking", "access", "evictor",
+        "tracking", "access", "evictor", "expired_stale_perc",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -106,6 +106,8 @@ class Server:
                 "rejected_connections",
                 "expired_keys",
                 "evicted_keys",
+                "expired_time_cap_reached_count",
+                "expire_cycle_cpu_us",
             ),
             0,
         )
@@ -156,6 +158,7 @@ class Server:
         self.normal_output_limits = output_limits.normal_limits(self.config)  # None: nothing to check
         self.memory_meter = MemoryMeter(self)  # maxmemory: the data's memory, checked before each denyoom command
         self.tracking = None  # server.tracking.Tracking once a client enables CLIENT TRACKING (Redis's TrackingTable)
+        self.expired_stale_perc = 0.0  # INFO expired_stale_perc (a fraction): active expiry's moving average
         self.evictor = Evictor(self)  # maxmemory-policy's evictions (server/eviction.py)
         self.access: AccessClock | None = None  # the keys' access clock, while an LRU or LFU policy is set
         self.policy_changed()

@@ -25,7 +25,7 @@ def type_name(value: object) -> str:
 
 
 class Database:
-    __slots__ = ("id", "data", "expires", "expired", "scan_index", "expire_holes")
+    __slots__ = ("id", "data", "expires", "expired", "scan_index", "expire_holes", "expire_sampled")
 
     def __init__(self, id: int) -> None:
         self.id = id
@@ -34,6 +34,7 @@ class Database:
         self.expired: list[bytes] = []  # removed by lazy expiry, to propagate as DEL
         self.scan_index: ScanIndex | None = None  # SCAN's snapshot, see storage/scan.py
         self.expire_holes = 0  # entries active expiry deleted from the TTL table since it was last compacted
+        self.expire_sampled = 0  # keys active expiry has looked at, in all (INFO expired_stale_perc)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -192,6 +193,7 @@ class Database:
             if not expires:
                 return removed, False
             sample = list(islice(expires.items(), keys_per_loop))
+            self.expire_sampled += len(sample)
             expired = 0
             for key, when in sample:
                 del expires[key]

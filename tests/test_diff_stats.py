@@ -37,3 +37,33 @@ def test_keyspace_hits_and_misses_match_redis(server, oracle_server):
     ours, theirs = hits_and_misses(server.port, SETUP, COMMANDS), hits_and_misses(oracle_server.port, SETUP, COMMANDS)
     for args, got, want in zip(COMMANDS, ours, theirs, strict=True):
         assert got == want, f"after {args}: millrace (hits, misses) {got} != redis {want}"
+
+
+def expire_cycle_stats(proc) -> list:
+    import time
+
+    client = proc.client(protocol=2)
+    try:
+        client.flushall()
+        client.config_resetstat()
+        idle = client.info("stats")
+        pipe = client.pipeline(transaction=False)
+        for i in range(60_000):
+            pipe.set(f"cycle{i}", "v", px=300)
+        pipe.execute()
+        time.sleep(1.0)  # several active expire cycles, each over its time cap while most samples are stale
+        busy = client.info("stats")
+        client.config_resetstat()
+        reset = client.info("stats")
+        names = ("expired_stale_perc", "expired_time_cap_reached_count", "expire_cycle_cpu_milliseconds")
+        return [[idle[name] for name in names], [busy[name] > 0 for name in names], [reset[name] for name in names]]
+    finally:
+        client.flushall()
+        client.close()
+
+
+def test_active_expiry_statistics_as_redis(server, oracle_server):
+    """INFO expired_stale_perc (a moving average of the expired share of sampled keys), the cycles that hit
+    their time cap and their CPU time: they were constants (0.00, 0, 0)."""
+    ours, theirs = expire_cycle_stats(server), expire_cycle_stats(oracle_server)
+    assert ours == theirs == [[0, 0, 0], [True, True, True], [0, 0, 0]]
