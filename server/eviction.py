@@ -135,8 +135,13 @@ class AccessClock:
             elif name in (b"rename", b"renamenx") and len(argv) == 3:  # Redis 8 makes a new object: a fresh record
                 records[db].pop(argv[1], None)
                 records[db].pop(argv[2], None)
-            elif name == b"move" and len(argv) == 3:  # (a new object in the target database, as RENAME's)
+            elif name == b"move" and len(argv) == 3:  # a new object in the target database, as RENAME's
                 records[db].pop(argv[1], None)
+                if argv[2].isdigit() and int(argv[2]) < len(records):
+                    target = int(argv[2])
+                    fresh = self.server.now if self.kind == "lru" else self._minutes() << 8 | LFU_INIT_VAL
+                    records[target][argv[1]] = fresh
+                    self.keys[target].append(argv[1])
             elif name == b"flushall":
                 for table in records:
                     table.clear()
@@ -170,33 +175,37 @@ class Evictor:
         self.next_db = 0  # the random policies go round the databases, as Redis's
         self.rng = random.Random()
 
-    def evict(self, meter) -> None:
-        """Evict until `meter` says used memory is under maxmemory, there is nothing left to evict,
-        or MAX_EVICTIONS keys went in this call."""
+    def evict(self, meter) -> bool:
+        """Evict until `meter` says used memory is under maxmemory or there is nothing left to evict;
+        True if MAX_EVICTIONS keys went first (cut short: the command may run, the next one goes on)."""
         server = self.server
         policy = server.config["maxmemory-policy"]
         maxmemory = server.config["maxmemory"]
         if policy == "noeviction" or not maxmemory:
-            return
+            return False
         replication = server.replication
         if replication is not None and replication.master is not None and server.config["replica-ignore-maxmemory"]:
-            return  # a replica's data is its primary's: the primary's evictions reach it as DELs
+            return False  # a replica's data is its primary's: the primary's evictions reach it as DELs
         volatile = policy.startswith("volatile-")
+        cut_short = True
         for _ in range(MAX_EVICTIONS):
             if meter.used() <= maxmemory:
+                cut_short = False
                 break
             victim = self._random(volatile) if policy.endswith("random") else self._best(policy, volatile)
             if victim is None:
+                cut_short = False
                 break
             db, key = victim
             meter.freed(self._size(db, key))
             self.delete(db, key)
         meter.update()
+        return cut_short
 
     def _keys(self, db, volatile: bool, fresh: bool) -> list[bytes]:
         clock = self.server.access
         if clock is not None and not volatile:  # the clock lists every key as it comes: no key is left out
-            if fresh:
+            if fresh or len(clock.keys[db.id]) < len(db.data):  # (keys loaded or moved in since: list them all)
                 clock.keys[db.id] = list(db.data)
             return clock.keys[db.id]
         now = self.server.now

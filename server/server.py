@@ -257,7 +257,13 @@ class Server:
                 client.multi_error = True
                 return self.error("ERR Command not allowed inside a transaction", cmd, rejected=True)
             return client.queue(cmd, argv)
-        return self.call(client, cmd, argv)
+        before = self.memory_meter.before
+        if before is None or before[0] is not argv:  # (a command admitted, then refused or held: not this one)
+            return self.call(client, cmd, argv)
+        try:
+            return self.call(client, cmd, argv)
+        finally:
+            self.memory_meter.settle()  # what the admitted write added (server/maxmemory.py)
 
     def snapshot_header(self):
         """Where a snapshot taken now stands in the replication stream."""
@@ -287,7 +293,7 @@ class Server:
             write = any(op.write for op in ops)
             denyoom = any("denyoom" in op.flags for op in ops)
             stale = all("stale" in op.flags for op in ops)
-        if denyoom and self.config["maxmemory"] and not self.memory_meter.admit(argv):
+        if denyoom and self.config["maxmemory"] and not self.memory_meter.admit(client, cmd, argv):
             raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
         if self.disk_error is not None and (write or cmd.name == "ping"):
             raise ReplyError(self.disk_error)  # Redis refuses PING too

@@ -249,3 +249,96 @@ def test_an_eviction_is_a_del_for_replicas_watch_and_notifications():
     finally:
         replica.stop()
         primary.stop()
+
+
+def used_now(client: redis_py.Redis, keys: list[str]) -> int:
+    """The memory the server's maxmemory check sees now: Redis's used_memory; Millrace's start-up figure
+    plus MEMORY USAGE of every key (what its meter measures)."""
+    if "millrace_version" not in client.info("server"):
+        return client.info("memory")["used_memory"]
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key)
+    return client.info("memory")["used_memory_startup"] + sum(size or 0 for size in pipe.execute())
+
+
+def test_writes_that_add_nothing_evict_nothing(pair):
+    """Overwrites of the same size, SET NX on a key that exists, and a WRONGTYPE write change no memory:
+    they used to count their arguments as growth, and evicted live keys for it."""
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "allkeys-lru")
+        try:
+            write(client, "k", 1000)
+            client.xadd("stream", {"f": "v"})
+            time.sleep(1.1)  # Millrace's meter measures the keys exactly
+            client.config_set("maxmemory", used_now(client, [f"k{i}" for i in range(1000)] + ["stream"]) + 300_000)
+            for _ in range(2000):
+                client.set("k0", VALUE)
+            write(client, "k", 1000, nx=True)
+            for _ in range(500):
+                with pytest.raises(redis_py.ResponseError):
+                    client.xadd("k1", {"f": "v"})
+            seen.append((client.info("stats")["evicted_keys"], client.dbsize()))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (0, 1001)
+
+
+def test_keys_moved_in_are_eviction_candidates(pair):
+    """Keys MOVEd into a database are candidates there (they were not listed, so only the keys used
+    there since were sampled: the hot ones went first)."""
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "allkeys-lru")
+        other = proc.client(protocol=2, db=1)
+        try:
+            write(client, "cold", 3000)
+            pipe = client.pipeline(transaction=False)
+            for i in range(3000):
+                pipe.move(f"cold{i}", 1)
+            pipe.execute()
+            time.sleep(1.1)  # the moved keys are idle for a second
+            for i in range(100):
+                other.set(f"hot{i}", VALUE)
+            for i in range(100):
+                other.get(f"hot{i}")
+            limit(client, 1_500_000)
+            refused = write(client, "new", 200)
+            seen.append((refused, client.info("stats")["evicted_keys"] > 1000, alive(other, "hot", 100)))
+        finally:
+            client.config_set("maxmemory", 0)
+            other.flushall()
+            other.close()
+    assert seen[0] == seen[1] == (0, True, 100)
+
+
+def test_keys_loaded_at_start_up_are_eviction_candidates(tmp_path):
+    """Keys read from the AOF at start-up are sampled like any other (they were not listed: only the
+    keys used since were, so the hot keys went first)."""
+    from tests.servers import start_millrace
+
+    args = ("--appendonly", "yes", "--maxmemory-policy", "allkeys-lru")
+    server = start_millrace(*args, workdir=str(tmp_path))
+    try:
+        write(server.client(protocol=2), "cold", 3000)
+    finally:
+        server.stop()
+    server = start_millrace(*args, workdir=str(tmp_path))
+    try:
+        client = fresh_limits(server)
+        assert client.dbsize() == 3000
+        for i in range(100):
+            client.set(f"hot{i}", VALUE)
+        limit(client, 1_500_000)
+        assert write(client, "new", 200) == 0
+        assert client.info("stats")["evicted_keys"] > 1000 and alive(client, "hot", 100) == 100
+    finally:
+        server.stop()
+
+
+def fresh_limits(proc) -> redis_py.Redis:
+    """fresh() without the FLUSHALL: the server's start-up figure as the empty server's memory."""
+    client = proc.client(protocol=2)
+    client.empty_memory = client.info("memory")["used_memory_startup"]
+    return client
