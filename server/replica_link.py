@@ -314,6 +314,8 @@ class MasterLink:
             client.commands_processed += 1
             return
         server = self.server
+        if server.oom and not server.config["replica-ignore-maxmemory"]:
+            server.evictor.evict(server.memory_meter)  # (replica-ignore-maxmemory no: this replica evicts too, as Redis's)
         cmd = server.commands.get(argv[0]) or server.lookup_command(argv[0])
         if cmd is None:
             raise ReplicationError(f"unknown command '{argv[0].decode(errors='replace')}' from the primary")

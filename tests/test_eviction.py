@@ -342,3 +342,24 @@ def fresh_limits(proc) -> redis_py.Redis:
     client = proc.client(protocol=2)
     client.empty_memory = client.info("memory")["used_memory_startup"]
     return client
+
+
+def test_a_replica_told_not_to_ignore_maxmemory_evicts_too():
+    """replica-ignore-maxmemory no: the replica evicts while it applies its primary's writes, as Redis's
+    (it grew past its maxmemory)."""
+    from tests.servers import start_millrace
+
+    primary = start_millrace()
+    replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), "--maxmemory", "1",
+                             "--maxmemory-policy", "allkeys-random", "--replica-ignore-maxmemory", "no")  # fmt: skip
+    try:
+        source, copy = primary.client(protocol=2), replica.client(protocol=2)
+        wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
+        time.sleep(1.1)  # the replica's meter has measured: it is over its maxmemory from now on
+        write(source, "k", 500)
+        assert source.wait(1, 5000) == 1
+        assert source.dbsize() == 500
+        assert copy.dbsize() <= 1 and copy.info("stats")["evicted_keys"] >= 499
+    finally:
+        replica.stop()
+        primary.stop()
