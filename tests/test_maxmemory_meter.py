@@ -50,3 +50,29 @@ def test_a_pass_survives_writes_between_its_slices():
             db0.data[key] = b"x" * 10  # a key replaced: counted as it is when its slice comes
         server.keyspace.dbs[1].data.clear() if rng.random() < 0.01 else None
     assert 0 < measure.total <= dataset_bytes(server) + 2000 * 100
+
+
+def test_evictions_cut_short_by_their_cap_let_the_command_run():
+    """Redis's EVICT_RUNNING: at most MAX_EVICTIONS keys go before one command, which then runs (it
+    used to get OOM while keys were left to evict); the next command evicts on."""
+    from server.client import LoadingClient
+    from server.eviction import MAX_EVICTIONS
+
+    server = Server()
+    server.config.set("maxmemory-policy", "allkeys-random")
+    server.memory_startup = 10_000  # (in process it is 0)
+    server.config.set("maxmemory", "1")  # below the start-up memory: over the limit whatever is evicted
+    db = server.keyspace.dbs[0]
+    for i in range(3 * MAX_EVICTIONS):
+        db.data[b"k%d" % i] = b"v" * 100
+    meter = server.memory_meter
+    meter.measure(server.now)
+    assert server.oom
+    client = LoadingClient(server)
+    cmd = server.commands[b"set"]
+    assert meter.admit(client, cmd, [b"SET", b"new", b"v"])
+    assert len(db.data) == 2 * MAX_EVICTIONS and server.stats["evicted_keys"] == MAX_EVICTIONS
+    assert meter.admit(client, cmd, [b"SET", b"new", b"v"])
+    assert len(db.data) == MAX_EVICTIONS
+    assert meter.admit(client, cmd, [b"SET", b"new", b"v"])  # the last ones: cut short again
+    assert not db.data and not meter.admit(client, cmd, [b"SET", b"new", b"v"])  # nothing left: OOM
