@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections import deque
 from time import perf_counter
@@ -43,6 +44,16 @@ SECURITY_ATTACK = (
 SLICE_SECONDS = 0.005
 log = logging.getLogger("millrace")
 _attack_logged = -61.0  # monotonic time of the last SECURITY_ATTACK line: one a minute at most, as Redis logs it
+
+
+def keep_alive(sock, interval: int) -> None:
+    """tcp-keepalive, as Redis's anetKeepAlive: probes after `interval` idle seconds, then every third of
+    it, three unanswered ones closing the link, so a peer that vanished frees its client."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):  # (Linux; elsewhere the system's timers apply)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, interval)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(interval // 3, 1))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
 
 
 class Client(asyncio.Protocol):
@@ -141,6 +152,9 @@ class Client(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self.fd = sock.fileno()
+            keepalive = server.config["tcp-keepalive"]
+            if keepalive and sock.family in (socket.AF_INET, socket.AF_INET6):
+                keep_alive(sock, keepalive)
         if log.isEnabledFor(VERBOSE):
             log.log(VERBOSE, "Accepted %s", self.addr)
         if denied(server.config, server.default_user, peer[0] if peer else None):

@@ -23,13 +23,12 @@ MIN_RESERVED_FDS = 32  # CONFIG_MIN_RESERVED_FDS: descriptors kept for the serve
 STEP = 16  # Redis's decrement between two refused limits
 
 
-def adjust_open_files_limit(config) -> None:
-    """Raise RLIMIT_NOFILE toward maxclients + 32, else lower maxclients; exits when nothing fits."""
-    maxclients = config["maxclients"]
-    maxfiles = maxclients + MIN_RESERVED_FDS
+def _raise_limit(maxfiles: int) -> tuple[int, int, int]:
+    """(the limit now, the limit before, the last refusal's errno): RLIMIT_NOFILE raised toward maxfiles,
+    16 less each time the system refuses."""
     old, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if old == resource.RLIM_INFINITY or old >= maxfiles:
-        return
+        return maxfiles, old, 0
     best, error = maxfiles, 0
     while best > old:
         try:
@@ -38,7 +37,23 @@ def adjust_open_files_limit(config) -> None:
         except (OSError, ValueError) as exc:
             error = getattr(exc, "errno", None) or 1  # EPERM: Python says ValueError for some refusals
             best -= STEP
-    best = max(best, old)
+    return max(best, old), old, error
+
+
+def clients_that_fit(maxclients: int) -> int:
+    """CONFIG SET maxclients (Redis's updateMaxclients): the limit raised for that many clients if it
+    can be; how many fit (maxclients itself when they all do)."""
+    best, _old, _error = _raise_limit(maxclients + MIN_RESERVED_FDS)
+    return min(maxclients, best - MIN_RESERVED_FDS)
+
+
+def adjust_open_files_limit(config) -> None:
+    """Raise RLIMIT_NOFILE toward maxclients + 32, else lower maxclients; exits when nothing fits."""
+    maxclients = config["maxclients"]
+    maxfiles = maxclients + MIN_RESERVED_FDS
+    best, old, error = _raise_limit(maxfiles)
+    if old == resource.RLIM_INFINITY or old >= maxfiles:
+        return
     if best >= maxfiles:
         log.info("Increased maximum number of open files to %d (it was originally set to %d).", maxfiles, old)
         return

@@ -14,9 +14,10 @@ from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Map, Push, Raw, Set, Simple, Verbatim
 
 from ..command import command, container
-from ..config import PARAMS, is_glob
+from ..config import PARAMS, ConfigError, is_glob
 from ..info import info_string, reset_stats
 from ..latency import threshold_ns as latency_threshold_ns
+from ..open_files import clients_that_fit
 from ..output_limits import normal_limits
 from ..protected import is_local
 from ..slowlog import threshold_ns as slowlog_threshold
@@ -273,6 +274,10 @@ def install_config_listeners(server) -> None:
             server.update_refusing()
         elif name == "maxmemory-policy":
             server.policy_changed()
+        elif name == "maxclients":  # the open-files limit follows, as Redis's updateMaxclients
+            fits = clients_that_fit(value)
+            if fits < value:
+                raise ConfigError(f"The operating system is not able to handle the specified number of clients, try with {fits}")
         elif name in ("notify-keyspace-events", "client-output-buffer-limit"):
             server.pubsub.config_changed(name)
             if name == "client-output-buffer-limit":
