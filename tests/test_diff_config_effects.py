@@ -80,6 +80,9 @@ def maxclients_seen(proc) -> list:
 
 
 def test_config_set_maxclients_raises_the_open_files_limit(pair):
+    """A refused CONFIG SET keeps the old value here (its all-or-nothing promise); Redis 8.2.3 is left at
+    the count it offers (adjustOpenFilesLimit lowered it before the refusal)."""
     millrace, redis = (maxclients_seen(proc) for proc in pair)
-    assert millrace == redis
-    assert millrace[0] is True and millrace[1] is True and "try with 118" in millrace[2]
+    assert millrace[:3] == redis[:3]
+    assert millrace[0] is True and millrace[1] is True and "try with 116" in millrace[2]
+    assert millrace[3] == {"maxclients": "300"} and redis[3] == {"maxclients": "116"}
