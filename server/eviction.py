@@ -23,13 +23,12 @@ its DEL propagated, blocked readers, WATCH and tracking told, `evicted` notified
 from __future__ import annotations
 
 import random
-import sys
 
 LFU_INIT_VAL = 5  # a new object's counter (Redis's LFU_INIT_VAL)
 # Lookups Redis makes with LOOKUP_NOTOUCH (or dbFind): they leave the access clock as it is
 NO_TOUCH = frozenset({
     "type", "exists", "ttl", "pttl", "expiretime", "pexpiretime", "object|encoding", "object|freq",
-    "object|idletime", "object|refcount", "memory|usage", "debug",
+    "object|idletime", "object|refcount", "memory|usage", "debug", "watch",
 })  # fmt: skip
 # Commands that look their keys up twice (a read, then a write or a serve): two LFU touches, as in Redis
 TWICE = frozenset({"getset", "xread", "xreadgroup"})
@@ -275,11 +274,9 @@ class Evictor:
 
     @staticmethod
     def _size(db, key: bytes) -> int:
-        from .commands.memory import key_overhead
+        from .maxmemory import key_size
 
-        value = db.data[key]
-        measure = getattr(value, "memory_usage", None)
-        return key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
+        return key_size(key, db.data[key])
 
     def delete(self, db, key: bytes) -> None:
         """Redis's deleteEvictedKeyAndPropagate: gone as a DEL would take it."""

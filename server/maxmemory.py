@@ -32,29 +32,38 @@ import time
 MEASURE_EVERY_MS = 1000
 MEASURE_SLICE_MS = 3  # the cron's share of a tick for the measure in progress
 STREAM = -1  # _key_size of a stream: its growth is estimated from the command's arguments
+DELETING = frozenset({"del", "unlink", "getdel"})  # writes whose keys' whole size may go at once
 
 
-def _key_size(db, key: bytes) -> int:
-    """A string key's size as MEMORY USAGE counts it, 0 if missing, STREAM for a stream (measuring one is O(nodes))."""
-    from .commands.memory import key_overhead
+_key_overhead = None  # commands.memory.key_overhead, imported at first use (that module imports the server's)
 
+
+def key_size(key: bytes, value) -> int:
+    """MEMORY USAGE of key holding value."""
+    global _key_overhead
+    if _key_overhead is None:
+        from .commands.memory import key_overhead as _key_overhead
+    measure = getattr(value, "memory_usage", None)
+    return _key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
+
+
+def _key_size(db, key: bytes, deleting: bool = False) -> int:
+    """A string key's size as MEMORY USAGE counts it, 0 if missing, STREAM for a stream (measuring one is
+    O(nodes): only for a command that deletes keys)."""
     value = db.data.get(key)
     if value is None:
         return 0
-    if type(value) is not bytes:
+    if type(value) is not bytes and not deleting:
         return STREAM
-    return key_overhead(key) + sys.getsizeof(value)
+    return key_size(key, value)
 
 
 def dataset_bytes(server) -> int:
     """MEMORY USAGE of every key: the value's own size, the key and its dictionary slot."""
-    from .commands.memory import key_overhead
-
     total = 0
     for db in server.keyspace.dbs:
         for key, value in db.data.items():
-            measure = getattr(value, "memory_usage", None)
-            total += key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
+            total += key_size(key, value)
     return total
 
 
@@ -69,8 +78,6 @@ class MeasurePass:
 
     def step(self, deadline: float) -> bool:
         """Measure keys until perf_counter() passes deadline; True once every key is measured."""
-        from .commands.memory import key_overhead
-
         todo = self.todo
         while todo:
             db, keys = todo[-1]
@@ -80,8 +87,7 @@ class MeasurePass:
                 for key in keys[-256:]:
                     value = data.get(key)
                     if value is not None:
-                        measure = getattr(value, "memory_usage", None)
-                        total += key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
+                        total += key_size(key, value)
                 del keys[-256:]
                 if time.perf_counter() > deadline:
                     self.total += total
@@ -128,8 +134,8 @@ class MemoryMeter:
         if self.dataset < 0:
             self.since = max(self.since + self.dataset, 0)
             self.dataset = 0
-        if self.running is not None:
-            self.running_since -= size
+        # (not off the pass in progress: it may not have reached the key, and would then count it
+        # neither way; if it has, the pass over-counts it until the next one, the safe side)
 
     def update(self) -> None:
         server = self.server
@@ -142,6 +148,11 @@ class MemoryMeter:
         Redis's EVICT_RUNNING: the next command evicts on."""
         server = self.server
         if server.oom:
+            replication = server.replication
+            if replication is not None and replication.master is not None and server.config["replica-ignore-maxmemory"]:
+                return True  # Redis's performEvictions answers EVICT_OK on such a replica: never OOM
+            if server.pause is not None:
+                return True  # a CLIENT PAUSE holds evictions too (Redis's PAUSE_ACTION_EVICT): nor OOM
             cut_short = server.evictor.evict(self)
             if server.oom and not cut_short:
                 return False
@@ -150,10 +161,17 @@ class MemoryMeter:
             self.grew(arguments)  # queued (or EXEC's queue): its arguments, as an estimate
             self.update()
             return True
+        self.record(client, cmd, argv, arguments)
+        return True
+
+    def record(self, client, cmd, argv: list[bytes], arguments: int = 0) -> None:
+        """Before a write runs now: its keys' sizes, for settle() (a deleting command's streams measured too)."""
+        if client is None or client.multi is not None:
+            return
         db = client.db
         keys = cmd.get_keys(argv)
-        self.before = (argv, db, keys, [_key_size(db, key) for key in keys], arguments)
-        return True
+        deleting = cmd.name in DELETING
+        self.before = (argv, db, keys, [_key_size(db, key, deleting) for key in keys], arguments)
 
     def settle(self) -> None:
         """After the admitted command: count what it added (module docstring)."""

@@ -293,8 +293,12 @@ class Server:
             write = any(op.write for op in ops)
             denyoom = any("denyoom" in op.flags for op in ops)
             stale = all("stale" in op.flags for op in ops)
-        if denyoom and self.config["maxmemory"] and not self.memory_meter.admit(client, cmd, argv):
-            raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
+        if self.config["maxmemory"]:
+            if denyoom:
+                if not self.memory_meter.admit(client, cmd, argv):
+                    raise ReplyError("OOM command not allowed when used memory > 'maxmemory'.")
+            elif write:  # (a deletion makes room at once: DEL, UNLINK, GETDEL, a smaller SETRANGE...)
+                self.memory_meter.record(client, cmd, argv)
         if self.disk_error is not None and (write or cmd.name == "ping"):
             raise ReplyError(self.disk_error)  # Redis refuses PING too
         replication = self.replication

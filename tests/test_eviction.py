@@ -148,6 +148,7 @@ COUNTED = [  # (key, command): the key's LFU counter after the command, each fro
     ("k", ["GET", "k"]), ("k", ["SET", "k", "v"]), ("k", ["SET", "k", "v", "GET"]), ("k", ["GETSET", "k", "v"]),
     ("k", ["APPEND", "k", "x"]), ("k", ["MGET", "k", "k"]), ("k", ["TYPE", "k"]), ("k", ["EXISTS", "k"]),
     ("k", ["TTL", "k"]), ("k", ["OBJECT", "ENCODING", "k"]), ("k", ["EXPIRE", "k", "100"]), ("k", ["TOUCH", "k"]),
+    ("k", ["WATCH", "k"]),
     ("s", ["XADD", "s", "*", "f", "v"]), ("s", ["XLEN", "s"]), ("s", ["XRANGE", "s", "-", "+"]),
     ("s", ["XREAD", "STREAMS", "s", "0"]), ("s", ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]),
     ("s", ["XACK", "s", "g", "1-1"]), ("s", ["XINFO", "STREAM", "s"]), ("s", ["XTRIM", "s", "MAXLEN", "5"]),
@@ -360,6 +361,71 @@ def test_a_replica_told_not_to_ignore_maxmemory_evicts_too():
         assert source.wait(1, 5000) == 1
         assert source.dbsize() == 500
         assert copy.dbsize() <= 1 and copy.info("stats")["evicted_keys"] >= 499
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_a_deletion_makes_room_at_once(pair):
+    """DEL and UNLINK take their keys' size off at once: the room counted for the next writes, where they
+    evicted live keys (the meter only saw the deletion at its next measure)."""
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "allkeys-lru")
+        try:
+            write(client, "k", 1000)
+            time.sleep(1.1)  # Millrace's meter has measured the keys
+            client.config_set("maxmemory", used_now(client, [f"k{i}" for i in range(1000)]) + 100_000)
+            client.delete(*[f"k{i}" for i in range(250)])
+            client.unlink(*[f"k{i}" for i in range(250, 500)])
+            write(client, "new", 300)
+            seen.append((client.info("stats")["evicted_keys"], client.dbsize()))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (0, 800)
+
+
+def test_a_client_pause_holds_evictions(pair):
+    """CLIENT PAUSE WRITE holds evictions, as Redis's PAUSE_ACTION_EVICT: a held write evicted keys (and
+    moved the replication offset a failover waits on) before the pause held it."""
+    import threading
+
+    seen = []
+    for proc in pair:
+        client = fresh(proc, "allkeys-random")
+        try:
+            write(client, "k", 1000)
+            time.sleep(1.1)
+            client.client_pause(3000, all=False)
+            client.config_set("maxmemory", used_now(client, [f"k{i}" for i in range(1000)]) - 500_000)
+            writer = threading.Thread(target=lambda: proc.client(protocol=2).set("new", "v"))
+            writer.start()
+            time.sleep(0.5)
+            during = (client.dbsize(), client.info("stats")["evicted_keys"])
+            client.client_unpause()
+            writer.join()
+            seen.append((during, client.info("stats")["evicted_keys"] > 0, client.exists("new")))
+        finally:
+            client.client_unpause()
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == ((1000, 0), True, 1)
+
+
+def test_a_replica_ignoring_maxmemory_never_answers_oom():
+    """replica-ignore-maxmemory yes: Redis's performEvictions answers EVICT_OK on the replica, so a write
+    gets READONLY on a read-only replica and runs on a writable one (both got OOM)."""
+    from tests.servers import start_millrace
+
+    primary = start_millrace()
+    replica = start_millrace("--replicaof", "127.0.0.1", str(primary.port), "--maxmemory", "1")
+    try:
+        copy = replica.client(protocol=2)
+        wait_for(lambda: copy.info("replication")["master_link_status"] == "up")
+        time.sleep(1.1)  # measured: over its maxmemory
+        with pytest.raises(redis_py.ReadOnlyError):
+            copy.set("k", "v")
+        copy.config_set("replica-read-only", "no")
+        assert copy.set("k", "v") and copy.info("stats")["evicted_keys"] == 0
     finally:
         replica.stop()
         primary.stop()

@@ -76,3 +76,26 @@ def test_evictions_cut_short_by_their_cap_let_the_command_run():
     assert len(db.data) == MAX_EVICTIONS
     assert meter.admit(client, cmd, [b"SET", b"new", b"v"])  # the last ones: cut short again
     assert not db.data and not meter.admit(client, cmd, [b"SET", b"new", b"v"])  # nothing left: OOM
+
+
+def test_an_eviction_during_a_sliced_pass_is_counted_once():
+    """A key evicted before the pass reaches it was taken off the meter and then never counted by the
+    pass either: the meter ended a third low, and the server ran over maxmemory."""
+    server = Server()
+    db = server.keyspace.dbs[0]
+    for i in range(6000):
+        db.data[b"k%05d" % i] = b"v" * 1000
+    server.config.set("maxmemory-policy", "allkeys-random")
+    server.config.set("maxmemory", str(10**12))
+    meter = server.memory_meter
+    meter.measure(server.now)
+    meter.measured_at = -10**9  # the next cron tick starts a pass
+    meter.cron(server.now)
+    assert meter.running is not None
+    for i in range(2000):  # keys the pass (it walks the list from its end) has not reached
+        key = b"k%05d" % i
+        meter.freed(server.evictor._size(db, key))
+        server.evictor.delete(db, key)
+    while meter.running is not None:
+        meter.cron(server.now)
+    assert meter.dataset + meter.since >= dataset_bytes(server)

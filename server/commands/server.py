@@ -381,8 +381,8 @@ def debug(ctx, argv):
 def debug_object(ctx, key: bytes) -> Simple:
     """DEBUG OBJECT key: Redis's one-line summary (redis-py's debug_object parses it). The key is found as
     Redis's dbFind does (a key past its TTL too). `serializedlength` is the RDB string encoding's size for a
-    string (no LZF attempt) and the snapshot record's for a stream; `lru_seconds_idle` is 0 (keys carry no
-    access clock, as OBJECT IDLETIME)."""
+    string (no LZF attempt) and the snapshot record's for a stream; `lru_seconds_idle` is OBJECT IDLETIME's
+    under an LRU policy, else 0 (no access clock is kept: server/eviction.py)."""
     from persistence.snapshot import encode_value
 
     from .keyspace import value_encoding
@@ -400,7 +400,10 @@ def debug_object(ctx, key: bytes) -> Simple:
         n = len(value)
         length = n + (1 if n < 64 else 2 if n < 16384 else 5)
     lru = int(time.time()) & ((1 << 24) - 1)
-    return Simple(b"Value at:0x%x refcount:1 encoding:%s serializedlength:%d lru:%d lru_seconds_idle:0" % (id(value), encoding, length, lru))
+    clock = ctx.server.access
+    idle = clock.idle(ctx.db.id, key) if clock is not None and clock.kind == "lru" else 0
+    return Simple(b"Value at:0x%x refcount:1 encoding:%s serializedlength:%d lru:%d lru_seconds_idle:%d"
+                  % (id(value), encoding, length, lru, idle))
 
 
 _BIGNUM = b"1234567999999999999999999999999999999"
