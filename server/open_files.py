@@ -26,10 +26,16 @@ STEP = 16  # Redis's decrement between two refused limits
 def _raise_limit(maxfiles: int) -> tuple[int, int, int]:
     """(the limit now, the limit before, the last refusal's errno): RLIMIT_NOFILE raised toward maxfiles,
     16 less each time the system refuses."""
-    old, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    old, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if old == resource.RLIM_INFINITY or old >= maxfiles:
         return maxfiles, old, 0
     best, error = maxfiles, 0
+    # Redis steps down 16 at a time from maxfiles: start where the system may agree, at the first step at
+    # or below the ceiling (the hard limit, or for a privileged process fs.nr_open), so a maxclients of
+    # 4294967295 costs a few calls and not hundreds of millions
+    ceiling = _nr_open() if os.geteuid() == 0 else hard
+    if ceiling != resource.RLIM_INFINITY and best > ceiling:
+        best -= -(-(best - ceiling) // STEP) * STEP
     while best > old:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (best, best))
@@ -40,17 +46,33 @@ def _raise_limit(maxfiles: int) -> tuple[int, int, int]:
     return max(best, old), old, error
 
 
+def _nr_open() -> int:
+    """The most descriptors any process may be allowed (Linux's fs.nr_open)."""
+    try:
+        with open("/proc/sys/fs/nr_open") as value:
+            return int(value.read())
+    except (OSError, ValueError):
+        return resource.RLIM_INFINITY
+
+
 def clients_that_fit(maxclients: int) -> int:
     """CONFIG SET maxclients (Redis's updateMaxclients): the limit raised for that many clients if it
     can be; how many fit (maxclients itself when they all do)."""
-    best, _old, _error = _raise_limit(maxclients + MIN_RESERVED_FDS)
-    return min(maxclients, best - MIN_RESERVED_FDS)
+    maxfiles = _descriptors_for(maxclients)
+    best, _old, _error = _raise_limit(maxfiles)
+    return maxclients if best >= maxfiles else best - MIN_RESERVED_FDS
+
+
+def _descriptors_for(maxclients: int) -> int:
+    """maxclients + 32 as Redis sums them, in an unsigned int: past 4294967263 clients it wraps round
+    (Redis 8.2.3 then accepts maxclients 4294967295 with the descriptors it has)."""
+    return (maxclients + MIN_RESERVED_FDS) & 0xFFFFFFFF
 
 
 def adjust_open_files_limit(config) -> None:
     """Raise RLIMIT_NOFILE toward maxclients + 32, else lower maxclients; exits when nothing fits."""
     maxclients = config["maxclients"]
-    maxfiles = maxclients + MIN_RESERVED_FDS
+    maxfiles = _descriptors_for(maxclients)
     best, old, error = _raise_limit(maxfiles)
     if old == resource.RLIM_INFINITY or old >= maxfiles:
         return
