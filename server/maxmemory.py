@@ -33,6 +33,7 @@ MEASURE_EVERY_MS = 1000
 MEASURE_SLICE_MS = 3  # the cron's share of a tick for the measure in progress
 STREAM = -1  # _key_size of a stream: its growth is estimated from the command's arguments
 DELETING = frozenset({"del", "unlink", "getdel"})  # writes whose keys' whole size may go at once
+FLUSHING = frozenset({"flushall", "flushdb"})
 
 
 _key_overhead = None  # commands.memory.key_overhead, imported at first use (that module imports the server's)
@@ -168,6 +169,9 @@ class MemoryMeter:
         """Before a write runs now: its keys' sizes, for settle() (a deleting command's streams measured too)."""
         if client is None or client.multi is not None:
             return
+        if cmd.name in FLUSHING:
+            self.before = (argv, None, (), (), 0)  # measured again after it: what is left is small or nothing
+            return
         db = client.db
         keys = cmd.get_keys(argv)
         deleting = cmd.name in DELETING
@@ -177,6 +181,9 @@ class MemoryMeter:
         """After the admitted command: count what it added (module docstring)."""
         _argv, db, keys, sizes, arguments = self.before
         self.before = None
+        if db is None:
+            self.measure(self.server.now)
+            return
         grown = 0
         for key, size in zip(keys, sizes, strict=True):
             after = _key_size(db, key)

@@ -430,3 +430,19 @@ def test_a_replica_ignoring_maxmemory_never_answers_oom():
     finally:
         replica.stop()
         primary.stop()
+
+
+@pytest.mark.parametrize("policy", ["noeviction", "allkeys-lru"])
+def test_a_flush_makes_room_at_once(pair, policy):
+    """After FLUSHALL a write is taken at once (it got OOM until the next measure: nothing left to evict)."""
+    seen = []
+    for proc in pair:
+        client = fresh(proc, policy)
+        try:
+            limit(client, 1_500_000)
+            refused = write(client, "k", 3000)
+            client.flushall()
+            seen.append((refused > 0 if policy == "noeviction" else refused == 0, client.set("fresh", "v")))
+        finally:
+            client.config_set("maxmemory", 0)
+    assert seen[0] == seen[1] == (True, True)
