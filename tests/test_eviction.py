@@ -399,7 +399,7 @@ def test_a_client_pause_holds_evictions(pair):
             client.client_pause(3000, all=False)
             client.config_set("maxmemory", used_now(client, [f"k{i}" for i in range(1000)]) - 500_000)
             results = []
-            writer = threading.Thread(target=lambda: results.append(proc.client(protocol=2).set("new", "v")))
+            writer = threading.Thread(target=lambda out=results, proc=proc: out.append(proc.client(protocol=2).set("new", "v")))
             writer.start()
             time.sleep(0.5)
             during = (client.dbsize(), client.info("stats")["evicted_keys"])
