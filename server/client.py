@@ -144,14 +144,8 @@ class Client(asyncio.Protocol):
         self.logged_in = self.authenticated = not server.default_user.auth_required
         self.reader.unauthenticated = not self.authenticated
         server.stats["total_connections_received"] += 1
-        peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
-        if peer:
-            self.addr = f"{peer[0]}:{peer[1]}"
-        if local:
-            self.laddr = f"{local[0]}:{local[1]}"
-        sock = transport.get_extra_info("socket")
+        peer, sock = self.note_addresses(transport)
         if sock is not None:
-            self.fd = sock.fileno()
             keepalive = server.config["tcp-keepalive"]
             if keepalive and sock.family in (socket.AF_INET, socket.AF_INET6):
                 keep_alive(sock, keepalive)
@@ -161,6 +155,18 @@ class Client(asyncio.Protocol):
             transport.write(DENIED)
             server.stats["rejected_connections"] += 1
             transport.close()
+
+    def note_addresses(self, link) -> tuple:
+        """addr, laddr and fd for CLIENT LIST from a transport or stream writer; (peer, socket)."""
+        peer, local = link.get_extra_info("peername"), link.get_extra_info("sockname")
+        if peer:
+            self.addr = f"{peer[0]}:{peer[1]}"
+        if local:
+            self.laddr = f"{local[0]}:{local[1]}"
+        sock = link.get_extra_info("socket")
+        if sock is not None:
+            self.fd = sock.fileno()
+        return peer, sock
 
     def eof_received(self) -> None:
         """The peer closed its side: Redis counts the read that saw it. None: the transport closes."""

@@ -262,9 +262,7 @@ class Evictor:
             for key in self._sample(db, volatile, samples):
                 if policy == "volatile-ttl":
                     score = (1 << 63) - db.expires[key]
-                elif clock is None:  # (an LRU/LFU policy always has a clock)
-                    score = 0
-                elif clock.kind == "lru":
+                elif clock.kind == "lru":  # (an LRU or LFU policy always has its clock: Server.policy_changed)
                     score = clock.idle_ms(db.id, key)
                 else:
                     score = 255 - clock.freq(db.id, key)

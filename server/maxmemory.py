@@ -36,16 +36,19 @@ DELETING = frozenset({"del", "unlink", "getdel"})  # writes whose keys' whole si
 FLUSHING = frozenset({"flushall", "flushdb"})
 
 
-_key_overhead = None  # commands.memory.key_overhead, imported at first use (that module imports the server's)
+_SLOT = 3 * 8  # a dict entry: hash, key and value pointers
+
+
+def key_overhead(key: bytes) -> int:
+    """What MEMORY USAGE adds to a value's own size: the key and its dictionary slot."""
+    return sys.getsizeof(key) + _SLOT
 
 
 def key_size(key: bytes, value) -> int:
-    """MEMORY USAGE of key holding value."""
-    global _key_overhead
-    if _key_overhead is None:
-        from .commands.memory import key_overhead as _key_overhead
+    """MEMORY USAGE of key holding value: here, a leaf module, so the meter, the evictor, retention and
+    MEMORY USAGE itself share the one rule without importing the command modules."""
     measure = getattr(value, "memory_usage", None)
-    return _key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
+    return key_overhead(key) + (measure() if measure is not None else sys.getsizeof(value))
 
 
 def _key_size(db, key: bytes, deleting: bool = False) -> int:

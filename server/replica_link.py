@@ -79,12 +79,8 @@ class MasterLink:
             client.id = server.next_client_id
             server.next_client_id += 1
             client.created = time.time()
-        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
-        client.addr = f"{peer[0]}:{peer[1]}" if peer else "?:0"
-        client.laddr = f"{local[0]}:{local[1]}" if local else "?:0"
-        sock = writer.get_extra_info("socket")
-        client.fd = sock.fileno() if sock is not None else -1
-        client.last_interaction = self.server.clock()
+        client.note_addresses(writer)
+        client.last_interaction = server.clock()
         client.master_link = self
         server.clients[client.id] = client
 

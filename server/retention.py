@@ -19,21 +19,12 @@ from storage import retention as policy_store
 from storage.stream import Stream
 from storage.stream_id import format_id
 
+from .maxmemory import key_overhead
 from .pubsub import STREAM as STREAM_EVENTS
 
 Effects = list[list[bytes]]
 
 
-_OVERHEAD: list = []  # server.commands.memory.key_overhead, imported on first use (commands import this module)
-
-
-def key_overhead(key: bytes) -> int:
-    """What MEMORY USAGE adds to a value for its key (its own rule)."""
-    if not _OVERHEAD:
-        from .commands.memory import key_overhead as overhead
-
-        _OVERHEAD.append(overhead)
-    return _OVERHEAD[0](key)
 
 STATS = ("stream_retention_runs", "stream_retention_truncated_entries", "stream_retention_lost_entries",
          "stream_release_updates", "stream_release_rejected")  # fmt: skip

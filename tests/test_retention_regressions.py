@@ -172,7 +172,7 @@ def min_bytes_limit() -> tuple[int, int]:
     stream = mirror.server.keyspace.dbs[0].data[b"s"]
     assert [node.count for node in stream.nodes] == [1, 1, 0, 3]
     sizes = store.ByteMeter().sizes(stream)
-    from server.commands.memory import key_overhead
+    from server.maxmemory import key_overhead
 
     reach = stream.base_memory() + 2 * sys.getsizeof([]) + key_overhead(b"s") + sum(size + 16 for size in sizes[2:])
     return reach, mirror.execute_command("MEMORY", "USAGE", "s")

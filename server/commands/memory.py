@@ -15,19 +15,12 @@ from protocol.reply import OK, Map, Verbatim
 
 from ..command import COMMANDS, command, container
 from ..info import SECTION_BUILDERS
+from ..maxmemory import key_size
 from .args import help_reply, to_int
 from .introspection import TIPS
 
 if b"memory" not in COMMANDS:
     container("memory", group="server", summary="A container for memory diagnostics commands.", since="4.0.0")
-
-_SLOT = 3 * 8  # a dict entry: hash, key and value pointers
-
-
-def key_overhead(key: bytes) -> int:
-    """What MEMORY USAGE adds to a value's own size: the key and its dictionary slot."""
-    return sys.getsizeof(key) + _SLOT
-
 
 @command(
     "memory|usage", -3, "readonly", keys=(2, 2, 1), group="server", since="4.0.0",
@@ -48,11 +41,7 @@ def memory_usage(ctx, argv):
             raise ReplyError(SYNTAX)
     key = argv[2]
     value = ctx.db.data.get(key)  # Redis's dbFind: a key past its TTL is measured, and left to expire
-    if value is None:
-        return None
-    size = key_overhead(key)
-    measure = getattr(value, "memory_usage", None)
-    return size + (measure() if measure is not None else sys.getsizeof(value))
+    return None if value is None else key_size(key, value)
 
 
 # -- HELP, STATS, DOCTOR, MALLOC-STATS, PURGE ---------------------------------------------------
