@@ -174,6 +174,12 @@ def lfu_counters(proc) -> list:
     client.touch("x")  # TOUCH counts even then
     seen.append(("NO-TOUCH TOUCH", client.object("freq", "x")))
     client.execute_command("CLIENT", "NO-TOUCH", "OFF")
+    client.set("y", "v")
+    client.get("y")
+    client.get("y")
+    client.delete("y")
+    client.set("y", "v")  # a new key: its counter starts again, the deleted key's does not carry over
+    seen.append(("DEL then SET", client.object("freq", "y")))
     client.config_set("lfu-log-factor", 10)
     return seen
 
