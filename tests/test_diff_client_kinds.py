@@ -153,3 +153,27 @@ def test_a_replicas_link_to_its_primary_is_a_master_client(pair):
     millrace, redis = seen
     assert millrace == redis
     assert millrace["fields"][b"flags"] == b"M" and millrace["kill master"] == 1 and millrace["same client after a partial resync"]
+
+
+def master_client_after_primary_goes(start) -> list:
+    primary = start()
+    replica = start("--replicaof", "127.0.0.1", str(primary.port))
+    admin = RawConn(replica.port)
+    try:
+        wait_link(admin)
+        up = admin.call("CLIENT", "LIST", "TYPE", "master").count(b"\n")
+        primary.stop()
+        wait_link(admin, b"down")
+        return [up, admin.call("CLIENT", "LIST", "TYPE", "master"), re.findall(rb"connected_clients:(\d+)", admin.call("INFO", "clients"))]
+    finally:
+        admin.close()
+        replica.stop()
+        primary.stop()
+
+
+def test_a_lost_link_leaves_the_client_table(pair):
+    """The primary gone, its client is gone from CLIENT LIST and connected_clients (Redis caches it apart)."""
+    from tests.servers import start_millrace, start_redis
+
+    millrace, redis = master_client_after_primary_goes(start_millrace), master_client_after_primary_goes(start_redis)
+    assert millrace == redis == [1, b"", [b"1"]]
