@@ -193,6 +193,21 @@ xackdel e2 g ids 1 1-1
 """.strip().splitlines()
 
 
+def until_marker(r, listener, command) -> list[tuple]:
+    """The (channel, message) pairs published before a marker sent now: all a command's, as the marker
+    is published after them."""
+    r.publish("__keyevent@99__:marker", "end")
+    messages = []
+    while True:
+        message = listener.get_message(timeout=5)
+        assert message is not None, command
+        if message["type"] != "pmessage":
+            continue
+        if message["channel"] == b"__keyevent@99__:marker":
+            return messages
+        messages.append((message["channel"], message["data"]))
+
+
 def run(port: int, flags: str, commands: list[list[str]]) -> list[tuple]:
     """Each command with the messages its execution published (a subscriber on another connection)."""
     r = redis.Redis(port=port, socket_timeout=10)
@@ -212,18 +227,7 @@ def run(port: int, flags: str, commands: list[list[str]]) -> list[tuple]:
                 r.execute_command(*command)
             except redis.ResponseError:
                 pass
-            # the marker is published after the command's messages: everything before it is the command's
-            r.publish("__keyevent@99__:marker", "end")
-            messages = []
-            while True:
-                message = listener.get_message(timeout=5)
-                assert message is not None, command
-                if message["type"] != "pmessage":
-                    continue
-                if message["channel"] == b"__keyevent@99__:marker":
-                    break
-                messages.append((message["channel"], message["data"]))
-            out.append((command, messages))
+            out.append((command, until_marker(r, listener, command)))
     finally:
         r.config_set("notify-keyspace-events", "")
         r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
@@ -361,15 +365,7 @@ def woken_reads(port: int) -> list:
             except redis.ResponseError as exc:
                 reply = str(exc)
             reader.connection_pool.release(conn)
-            r.publish("__keyevent@99__:marker", "end")
-            messages = []
-            while (message := listener.get_message(timeout=5)) is not None:
-                if message["type"] != "pmessage":
-                    continue
-                if message["channel"] == b"__keyevent@99__:marker":
-                    break
-                messages.append((message["channel"], message["data"]))
-            seen.append((blocked[0], reply is not None, messages))
+            seen.append((blocked[0], reply is not None, until_marker(r, listener, blocked)))
     finally:
         r.config_set("notify-keyspace-events", "")
         listener.close()
