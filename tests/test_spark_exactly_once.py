@@ -35,8 +35,12 @@ from tests.servers import require_redis, start_millrace, start_redis  # noqa: E4
 KILL_AFTER = 4000  # bytes a connection sends before its writer is killed (its first XADDs are through)
 
 
-def socket_owner(port: int) -> int | None:
-    """The pid of the process with a TCP socket bound to 127.0.0.1:port (from /proc, Linux)."""
+def socket_owner(port: int, peer_port: int) -> int | None:
+    """The pid of the process whose TCP socket goes from local `port` to `peer_port` (from /proc, Linux).
+
+    Both ends are matched: Linux lets connections to different peers share a local port, and
+    matching the local port alone could find, and kill, the Spark JVM (a likely cause of one
+    rehearsal in which the JVM died in this module)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -45,7 +49,8 @@ def socket_owner(port: int) -> int | None:
             continue
         for line in lines:
             fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            local, remote = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+            if (local, remote) == (port, peer_port):
                 inodes.add(fields[9])
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -84,7 +89,7 @@ class KillingProxy(Proxy):
             total = self.sent.get(sock, 0) + waiting
             self.sent[sock] = total
             if total >= KILL_AFTER:
-                pid = socket_owner(sock.getpeername()[1])
+                pid = socket_owner(sock.getpeername()[1], self.port)
                 if pid is not None:
                     os.kill(pid, signal.SIGKILL)
                     self.killed.append(pid)
