@@ -319,19 +319,19 @@ class QueryBufferLimit(ProtocolError):
     """A pending command outgrew client-query-buffer-limit: Redis closes without a reply."""
 
 
-def unauthenticated_error(commands: list) -> int:
+def unauthenticated_error(commands: list, inline_ids: set[int]) -> int:
     """Index of the first command over Redis's pre-AUTH limits, or -1.
 
-    Checking stops at an AUTH or HELLO, which may authenticate what follows.
-    """
+    Those limits are multibulk ones (processMultibulkBuffer): an inline command (its id in
+    `inline_ids`) has only the inline line's. The caller feeds no further than an AUTH or
+    HELLO, which may authenticate what follows."""
     for index, argv in enumerate(commands):
         if type(argv) is not list:
             return -1
-        name = argv[0].lower() if argv else b""
+        if id(argv) in inline_ids:
+            continue
         if len(argv) > UNAUTH_MAX_ARGS or any(len(arg) > UNAUTH_MAX_BULK for arg in argv):
             return index
-        if name in (b"auth", b"hello"):
-            return -1
     return -1
 
 
@@ -364,6 +364,7 @@ class RequestReader:
     __slots__ = (
         "_reader", "_first", "_inline", "_fresh", "_carry", "_check", "_held", "_clean", "_broken",
         "_big", "_big_parts", "_big_size", "_direct", "max_bulk_len", "max_query_buffer", "unauthenticated",
+        "inline_ids",
     )
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024, max_query_buffer: int = 1024 * 1024 * 1024) -> None:
@@ -381,6 +382,7 @@ class RequestReader:
         self._big_size = 0
         self._direct: BigRequest | None = None  # the rest of a request with a big bulk, read without hiredis
         self.unauthenticated = False  # Redis's tighter request limits before AUTH
+        self.inline_ids: set[int] = set()  # ids of the inline commands read before AUTH (exempt from its limits)
         self.max_bulk_len = max_bulk_len
         self.max_query_buffer = max_query_buffer
 
@@ -525,6 +527,11 @@ class RequestReader:
             self._clean = self._is_clean()
             return b"", (commands, None)
         return data[end:], None
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether the bytes fed so far end between two requests."""
+        return self._clean
 
     def _is_clean(self) -> bool:
         return (
@@ -697,6 +704,8 @@ class RequestReader:
             pos = nl + 1
             if args:
                 commands.append(args)
+                if self.unauthenticated:
+                    self.inline_ids.add(id(args))
 
     def _feed_multibulk(self, data: bytes, pos: int, commands: list) -> int | None:
         """Feed data[pos:] to hiredis and collect the commands it completes.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import time
 from collections import deque
@@ -43,6 +44,7 @@ SECURITY_ATTACK = (
 # ends after the command that passes it): Redis gets the same from reading 16 KB per event.
 SLICE_SECONDS = 0.005
 log = logging.getLogger("millrace")
+_AUTH_OR_HELLO = re.compile(rb"(?i)auth|hello")  # where a request may be one that authenticates
 _attack_logged = -61.0  # monotonic time of the last SECURITY_ATTACK line: one a minute at most, as Redis logs it
 
 
@@ -208,8 +210,11 @@ class Client(asyncio.Protocol):
         server.reads_processed += 1
         argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.restricted else None
         if argv is None:
+            if not self.authenticated:
+                self._feed_before_auth(data)
+                return
             commands, error = self.reader.feed(data)
-            if error is not None or not self.authenticated:
+            if error is not None:
                 self._refuse(commands, error)
             if self.blocked is not None or self.pending:
                 self.pending.extend(commands)
@@ -290,10 +295,51 @@ class Client(asyncio.Protocol):
         elif self.reply_mode is SKIP_NEXT:
             self.reply_mode = SKIP
 
+    def _feed_before_auth(self, data: bytes) -> None:
+        """A read before AUTH. Redis parses one request at a time, judged by the client's state at that
+        moment: a request after a successful AUTH (or HELLO ... AUTH) is free of the pre-AUTH limits,
+        one after a failed AUTH is not. So the read is parsed up to the end of each request that may be
+        an AUTH or a HELLO, which runs before the bytes after it are parsed. Only the lines from a
+        place that spells either name to the end of the request holding it are fed one at a time."""
+        reader = self.reader
+        pos, end, lines = 0, len(data), False
+        while pos < end:
+            if lines:  # one line at a time, until a request is complete
+                cut = data.find(b"\n", pos)
+            else:
+                found = _AUTH_OR_HELLO.search(data, pos)
+                cut = -1 if found is None else data.find(b"\n", found.end())
+                lines = found is not None
+            cut = end if cut < 0 else cut + 1
+            reader.inline_ids.clear()
+            commands, error = reader.feed(data[pos:cut])
+            pos = cut
+            if lines and reader.at_boundary:
+                lines = False  # the request holding the name is complete (among `commands`)
+            if not commands and error is None:
+                continue
+            self._refuse(commands, error)
+            if self.blocked is not None or self.pending:
+                self.pending.extend(commands)
+            elif commands:
+                self.run(commands)
+            if error is not None or self.close_after_reply or self.transport is None or self.transport.is_closing():
+                return
+            if self.authenticated:  # the rest is parsed as any authenticated client's
+                if pos < end:
+                    commands, error = reader.feed(data[pos:])
+                    if error is not None:
+                        self._refuse(commands, error)
+                    if self.blocked is not None or self.pending:
+                        self.pending.extend(commands)
+                    elif commands:
+                        self.run(commands)
+                return
+
     def _refuse(self, commands: list, error: str | None) -> None:
         """Queue a protocol error (answered in turn, then the link closes); Redis's pre-AUTH limits."""
         if not self.authenticated and commands:
-            over = unauthenticated_error(commands)
+            over = unauthenticated_error(commands, self.reader.inline_ids)
             if over >= 0:  # Redis refuses big requests before AUTH, at the protocol level
                 argv = commands[over]
                 del commands[over:]

@@ -151,22 +151,23 @@ _PROBING: dict[int, threading.Lock] = {}
 _PROBING_GUARD = threading.Lock()
 
 
-def probe(port: int, *chunks: bytes) -> tuple[bytes, bool]:
+def probe(port: int, *chunks: bytes, password: str | None = None) -> tuple[bytes, bool]:
     """Send each chunk as a read of its own, and return all the server answered and whether it closed.
 
     No silence is taken for the end: before each next chunk the server has read the previous one
     (an InputCounter says so), and after the last, two more round trips on the counter's connection
     pass before the answer is collected, so replies and closes decided while reading are done.
     The counter counts every client's bytes, so probes of one server (from threads) take turns.
+    `password`: the counter's own AUTH, when requirepass is set.
     """
     with _PROBING_GUARD:
         turn = _PROBING.setdefault(port, threading.Lock())
     with turn:
-        return _probe(port, chunks)
+        return _probe(port, chunks, password)
 
 
-def _probe(port: int, chunks: tuple[bytes, ...]) -> tuple[bytes, bool]:
-    counter = InputCounter(port)
+def _probe(port: int, chunks: tuple[bytes, ...], password: str | None) -> tuple[bytes, bool]:
+    counter = InputCounter(port, password)
     sock = socket.create_connection(("127.0.0.1", port))
     out, closed, sent = b"", False, 0
     try:

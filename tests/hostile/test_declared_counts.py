@@ -149,8 +149,9 @@ def read_all(chunks: list[bytes], lane: bool, unauthenticated: bool) -> list:
         if argv is not None:
             got.append(argv)
             continue
+        reader.inline_ids.clear()
         commands, error = reader.feed(chunk)
-        over = unauthenticated_error(commands) if unauthenticated else -1
+        over = unauthenticated_error(commands, reader.inline_ids) if unauthenticated else -1
         if over >= 0:  # as Client._refuse: what the reader returned whole, over the pre-AUTH limits
             big = len(commands[over]) > UNAUTH_MAX_ARGS
             commands, error = commands[:over], f"ERR Protocol error: unauthenticated {'multibulk' if big else 'bulk'} length"
