@@ -347,6 +347,8 @@ def _active_expire(server: Server, now: int) -> None:
     if server.replication is not None and server.replication.master is not None:
         _expire_replica_keys(server, now)
         return
+    if server.pause is not None:
+        return  # CLIENT PAUSE (either mode) pauses expiry: Redis's activeExpireCycle returns at once
     started = time.perf_counter()
     deadline = started + 0.25 / server.config["hz"]
     sampled = expired = 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from storage.keyspace import Database
+
 from .blocking import Block
 from .command import Command
 
@@ -76,6 +78,7 @@ def pause(server, write_only: bool, end_ms: int) -> None:
     delay = max(0.0, (end_ms - server.clock()) / 1000)
     state.timer = server.loop.call_later(delay, unpause, server)
     server.pause = state
+    Database.expire_paused = True  # either mode pauses expiry, as Redis's PAUSE_ACTION_EXPIRE
 
 
 def unpause(server) -> None:
@@ -91,6 +94,7 @@ def unpause(server) -> None:
     if state is None:
         return
     server.pause = None
+    Database.expire_paused = False
     if state.timer is not None:
         state.timer.cancel()
     server.clock()

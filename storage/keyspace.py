@@ -48,6 +48,9 @@ class Database:
     # deleted, as by "delete" (Redis's lookupKeyWrite forces it), and DEL counts it.
     # Set on the class by the loader/replica code; only read on the expired path.
     expiry = "delete"
+    # While CLIENT PAUSE is in force nothing expires (Redis's PAUSE_ACTION_EXPIRE): a key past its TTL
+    # is missing to lookups, as "hide", and stays, so no DEL moves the offset a failover waits on.
+    expire_paused = False
 
     def lookup(self, key: bytes, now: int):
         """The live value at key, or None; an expired key is removed on the way (see `expiry`)."""
@@ -57,7 +60,8 @@ class Database:
             if when is not None and when < now and now:
                 mode = self.expiry
                 if mode == "delete" or mode == "write":
-                    self._expire(key)
+                    if not self.expire_paused:
+                        self._expire(key)
                     return None
                 if mode == "hide":
                     return None
@@ -86,7 +90,7 @@ class Database:
             self.expires.pop(key, None)
 
     def delete(self, key: bytes, now: int) -> bool:
-        if self.expiry == "write" and key in self.data:  # a replica's DEL: expireIfNeeded keeps it, dbSyncDelete counts it
+        if self.expiry == "write" and key in self.data and not self.expire_paused:  # a replica's DEL: expireIfNeeded keeps it, dbSyncDelete counts it
             self.expires.pop(key, None)
             del self.data[key]
             return True

@@ -154,3 +154,37 @@ def test_pipelined_commands_run_in_turn_when_the_pause_times_out(servers):
     # a 2 s pause ends by its timer: the reads wait up to 3 s each
     pipeline = [("XADD", "ps", "2-1", "f", "v"), ("XLEN", "ps")]
     _differential(servers, lambda connect: _pipelined_after_held(connect, pipeline, 2, unpause=False))
+
+
+def _expiry_story(port: int, active: bool) -> list:
+    """A key's TTL passes during CLIENT PAUSE WRITE: what DBSIZE, GET and INFO show, then after UNPAUSE."""
+    admin = RawConn(port)
+    try:
+        admin.call("FLUSHALL")
+        admin.call("CONFIG", "RESETSTAT")
+        admin.call("DEBUG", "SET-ACTIVE-EXPIRE", "1" if active else "0")
+        admin.call("SET", "k", "v")
+        admin.call("SET", "ex", "v", "PX", "100")
+        admin.call("CLIENT", "PAUSE", "100000", "WRITE")
+        time.sleep(0.6)  # the TTL passes; active expiry would have had about six cycles
+        seen = [admin.call("DBSIZE"), admin.call("GET", "ex"), admin.call("DBSIZE"), admin.call("EXISTS", "ex"), admin.call("DBSIZE")]
+        stats = admin.call("INFO", "stats").decode()
+        seen.append(stats.split("expired_keys:")[1].split("\r\n")[0])
+        admin.call("CLIENT", "UNPAUSE")
+        seen += [admin.call("GET", "ex"), admin.call("DBSIZE")]
+        stats = admin.call("INFO", "stats").decode()
+        seen.append(stats.split("expired_keys:")[1].split("\r\n")[0])
+        return seen
+    finally:
+        admin.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        admin.close()
+
+
+@pytest.mark.parametrize("active", [True, False], ids=["active expiry on", "lazy expiry only"])
+def test_nothing_expires_during_a_pause(servers, active):
+    """Redis pauses expiry with writes (PAUSE_ACTION_EXPIRE): a key past its TTL is missing to reads but
+    stays, so no DEL reaches the AOF or replicas while a failover waits for their offsets."""
+    millrace, redis = servers
+    ours, theirs = _expiry_story(millrace.port, active), _expiry_story(redis.port, active)
+    assert ours == theirs
+    assert theirs == [2, None, 2, 0, 2, "0", None, 1, "1"]
