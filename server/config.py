@@ -18,6 +18,7 @@ from storage.glob import compile_pattern
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
 INT_MAX = 2**31 - 1
+INT_MIN = -(2**31)
 UINT_MAX = 2**32 - 1
 LONG_MAX = LLONG_MAX = 2**63 - 1
 ULLONG_MAX = 2**64 - 1
@@ -155,6 +156,8 @@ _param(
 _param("maxmemory-samples", "int", 5, low=1, high=64)
 _param("lfu-log-factor", "int", 10, high=INT_MAX)  # the LFU counter's logarithm base (server/eviction.py)
 _param("lfu-decay-time", "int", 1, high=INT_MAX)  # minutes per decrement of an idle key's LFU counter
+# Redis's test knob: a pause after each replayed AOF command (microseconds; -n: 1 us one time in n)
+_param("key-load-delay", "int", 0, low=INT_MIN, high=INT_MAX, hidden=True)
 
 _param("timeout", "int", 0, high=INT_MAX)
 _param("tcp-backlog", "int", 511, high=INT_MAX, mutable=False)
@@ -404,7 +407,7 @@ zset-max-ziplist-value bu 64 0..LLONG_MAX
 """
 
 
-_LIMITS = {"INT_MIN": -(2**31), "INT_MAX": INT_MAX, "UINT_MAX": UINT_MAX, "LLONG_MAX": LLONG_MAX}
+_LIMITS = {"INT_MIN": INT_MIN, "INT_MAX": INT_MAX, "UINT_MAX": UINT_MAX, "LLONG_MAX": LLONG_MAX}
 _NUMBER = re.compile(r"(-?[0-9]+) (\S+)\.\.(\S+)")  # a default and Redis's bounds
 
 

@@ -243,6 +243,9 @@ def _persistence(server) -> list[tuple[str, object]]:
         merged = dict(fields)
         merged.update(persistence())
         fields = list(merged.items())
+    if server.loading:  # (Redis turns aof_state off while it replays the AOF)
+        fields = [("aof_enabled", 0) if name == "aof_enabled" else (name, value) for name, value in fields]
+        fields += server.loading_progress.fields()
     return fields
 
 

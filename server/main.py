@@ -259,15 +259,25 @@ async def serve(server: Server) -> None:
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _signal_shutdown, server, sig)
-    for hook in server.startup_hooks:
-        hook()
-    # Listening since bound (clients wait in the backlog), served only once loaded: a client
-    # served during an await before the hooks met an empty keyspace.
-    listeners = [await loop.create_server(lambda: Client(server), sock=sock) for sock in sockets]
-    loop.call_later(1 / config["hz"], _cron, server)
-    log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
-    for warning in startup_warnings(config, server.default_user.nopass):
-        log.warning(warning)
+    # Served from here, while loading too: until the hooks are done every command goes through
+    # execute()'s checks, and what may not run during a load gets LOADING, as from Redis.
+    server.loading = server.refusing = True
+    try:
+        listeners = [await loop.create_server(lambda: Client(server), sock=sock) for sock in sockets]
+        for hook in server.startup_hooks:
+            steps = hook()
+            if steps is not None:  # a loader's steps: the clients are served between them
+                await _load(server, steps, stopped)
+            if stopped.done():
+                break  # SHUTDOWN or a signal during the load: no save of half the data (they refuse one then)
+    finally:
+        server.loading = False
+        server.update_refusing()
+    if not stopped.done():
+        loop.call_later(1 / config["hz"], _cron, server)
+        log.info("Millrace %s ready to accept connections tcp on port %d", __version__, server.port)
+        for warning in startup_warnings(config, server.default_user.nopass):
+            log.warning(warning)
     await stopped
     for listener in listeners:
         listener.close()
@@ -277,6 +287,20 @@ async def serve(server: Server) -> None:
     if pidfile:
         remove_pidfile(pidfile)
     log.info("Millrace is now ready to exit, bye bye...")
+
+
+async def _load(server: Server, steps, stopped: asyncio.Future) -> None:
+    """Run a loader's steps with the event loop turning between them: four turns, as Redis's
+    processEventsWhileBlocked, so that a request is accepted, read, run and answered at one stop."""
+    try:
+        for _ in steps:
+            server.loading = True
+            for _turn in range(4):
+                await asyncio.sleep(0)
+            if stopped.done():
+                return
+    finally:
+        steps.close()  # a load cut short by a shutdown runs its own cleanup now
 
 
 # Errors that make an optional ('-') bind address skipped rather than fatal, as Redis's listenToPort.
@@ -317,6 +341,8 @@ def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
     log.warning("Received %s scheduling shutdown...", sig.name)
     flags = server.config["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"].split()
     save = "save" in flags or ("nosave" not in flags and bool(server.config["save"]))
+    if server.loading:
+        save = False  # half the data: Redis exits without saving while it loads
     persistence = server.persistence
     if persistence is not None and not persistence.prepare_shutdown(save=save, force="force" in flags):
         log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")

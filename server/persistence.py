@@ -18,10 +18,12 @@ import errno
 import gc
 import logging
 import os
+import random
 import re
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from persistence import aof as aoffile
@@ -48,6 +50,7 @@ RDB_ERROR = (
 REWRITE_FAILED = "ERR Can't execute an AOF background rewriting. Please check the server logs for more information."
 BGSAVE_RETRY_DELAY = 5  # CONFIG_BGSAVE_RETRY_DELAY: seconds between tries after a failed BGSAVE
 AOF_REWRITE_RETRY_DELAY = 60
+LOAD_STEP = 1024  # replayed commands between two turns of the event loop (Redis: processEventsWhileBlocked every 1024)
 
 
 class LoadError(Exception):
@@ -179,15 +182,16 @@ class Persistence:
                 _unlink(os.path.join(directory, name))
                 log.info("Removed the stale temporary file %s", os.path.join(directory, name))
 
-    def load_at_startup(self) -> None:
+    def load_at_startup(self) -> Iterator[None]:
         """Load the AOF (appendonly yes) or else the snapshot; exit 1 as Redis does on a bad file, or
         on a disk that refuses one (a start-up hook: an OSError out of it would read as a failure to
-        listen)."""
+        listen). A generator: it stops every LOAD_STEP replayed commands, and the server serves its
+        clients meanwhile (LOADING to what may not run yet), as Redis's processEventsWhileBlocked."""
         self.remove_stale_temp_files()
         start = time.monotonic()
         try:
             if self.config["appendonly"]:
-                self._open_aof_at_startup()
+                yield from self._open_aof_at_startup()
             else:
                 self._read_manifest()  # Redis reads it whatever appendonly says, and refuses a bad one
                 if os.path.exists(self.snapshot_path):
@@ -268,7 +272,7 @@ class Persistence:
                 raise DiskError("Short read or OOM loading DB. Unrecoverable error, aborting now.", f"Error reading {name}: {reason}") from None
             raise DiskError(f"Fatal error: can't open the RDB file {name} for reading: {reason}", "Fatal error loading the DB, check server logs. Exiting.") from None
 
-    def _open_aof_at_startup(self) -> None:
+    def _open_aof_at_startup(self) -> Iterator[None]:
         manifest = self._read_manifest()
         if manifest is None:
             self._create_aof_dir()
@@ -281,7 +285,7 @@ class Persistence:
             return
         self.manifest = manifest
         start = time.monotonic()
-        self.load_aof(manifest)
+        yield from self.load_aof_steps(manifest)
         log.info("DB loaded from append only file: %.3f seconds", time.monotonic() - start)
         if not manifest.incrs:
             self._open_incr("on server start")
@@ -323,11 +327,18 @@ class Persistence:
             raise DiskError(str(exc)) from None
 
     def load_aof(self, manifest: aoffile.Manifest) -> None:
-        """Load the base, then replay each increment through the command table."""
+        """Load the base, then replay each increment through the command table, in one go."""
+        for _ in self.load_aof_steps(manifest):
+            pass
+
+    def load_aof_steps(self, manifest: aoffile.Manifest) -> Iterator[None]:
+        """load_aof() a step at a time (see load_at_startup); INFO's loading_* fields follow it."""
         server = self.server
         files = manifest.files
         server.keyspace.flushall()
         server.loading = True
+        progress = server.loading_progress
+        progress.start(sum(_size(os.path.join(self.aof_dir, item.name)) for item in files))
         server.dirty = 0
         previous = Database.expiry
         Database.expiry = "keep"  # a replayed PERSIST must still find a key its TTL passed
@@ -341,8 +352,9 @@ class Persistence:
                     if item.type == aoffile.BASE and aoffile.is_snapshot(path):
                         self.load_snapshot(path, aof_preamble=True)
                         server.loading = True
+                        progress.done_file(_size(path))
                     else:
-                        self._replay(path, last=index == len(files) - 1)
+                        yield from self._replay(path, last=index == len(files) - 1)
                 except OSError as exc:
                     raise LoadError(f"Unrecoverable error reading the append only file {item.name}: {exc.strerror or exc}") from None
         finally:
@@ -350,7 +362,7 @@ class Persistence:
             Database.expiry = previous
             server.loading = False
 
-    def _replay(self, path: str, last: bool) -> None:
+    def _replay(self, path: str, last: bool) -> Iterator[None]:
         with aoffile.mapped(path) as data:
             good, error = aoffile.valid_prefix(data, path)
             if error is not None:
@@ -365,7 +377,10 @@ class Persistence:
             server = self.server
             client = LoadingClient(server)
             execute = server.execute
+            progress = server.loading_progress
             failed = 0
+            replayed = 0
+            delay = self.config["key-load-delay"]
             for argv, end in aoffile.parse_commands(data, path, stop=good):
                 if server.lookup_command(argv[0]) is None:
                     raise LoadError(f"Unknown command '{argv[0].decode(errors='replace')}' reading the append only file {path} (offset {end})")
@@ -374,6 +389,13 @@ class Persistence:
                     failed += 1
                     if failed <= 10:
                         log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
+                if delay:
+                    _debug_delay(delay)
+                replayed += 1
+                if replayed % LOAD_STEP == 0:
+                    progress.at(end)
+                    yield
+            progress.done_file(len(data))
 
     # -- the AOF's files -----------------------------------------------------------
 
@@ -961,6 +983,21 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _debug_delay(usec: int) -> None:
+    """Redis's debugDelay: sleep usec microseconds; a negative -n sleeps 1 us one time in n."""
+    if usec < 0:
+        usec = 1 if random.randrange(-usec) == 0 else 0
+    if usec:
+        time.sleep(usec / 1e6)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _unlink(path: str) -> None:

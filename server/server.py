@@ -28,6 +28,7 @@ from .dirty import RULES as DIRTY_RULES
 from .eviction import AccessClock, Evictor, policy_kind
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
+from .loading import LoadingProgress
 from .maxmemory import MemoryMeter
 from .pause import may_replicate
 from .pubsub import KEY_MISS, PubSub
@@ -69,7 +70,7 @@ class Server:
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
         "memory_startup", "memory_peak", "memory_peak_time", "replica_keys_with_expire", "ops_samples", "idle_checked", "active_expire", "shutdown",
-        "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading",
+        "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading", "loading_progress",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
@@ -134,6 +135,7 @@ class Server:
         self.shutdown_hooks: list[Callable[[], None]] = []  # persistence: save on the way out
         self.persistence_info: Callable[[], dict] | None = None  # INFO persistence fields it refines
         self.loading = False  # INFO loading
+        self.loading_progress = LoadingProgress()  # INFO's loading_* fields while loading
         self.lastsave = self.start_time  # LASTSAVE, INFO rdb_last_save_time
         self.replication_info: Callable[[], list] | None = None  # INFO replication, from the replication layer
         # DEBUG RELOAD / LOADAOF, from the persistence layer (each takes DEBUG's remaining arguments)
@@ -225,6 +227,8 @@ class Server:
                     raise ReplyError(DEBUG_NOT_ALLOWED)
             if self.refusing and not client.loading:
                 self.refuse(cmd, argv, client)
+                if self.loading and "loading" not in cmd.flags:  # start-up loading serves clients between its steps
+                    raise ReplyError("LOADING Redis is loading the dataset in memory")
             if client.restricted:
                 if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
                     raise ReplyError(
