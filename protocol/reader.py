@@ -426,6 +426,19 @@ class RequestReader:
         return None
 
     def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
+        commands, error = self._feed(data)
+        if commands and self.max_query_buffer - 2 < self.max_bulk_len:  # (never with the defaults)
+            # Redis reads a big bulk, with its CRLF, alone into the query buffer, and closes the client
+            # once that buffer passes client-query-buffer-limit, before the command can run: a request
+            # with such a bulk is never run, however the reads cut it
+            limit = self.max_query_buffer - 2
+            for index, argv in enumerate(commands):
+                if type(argv) is list and any(len(arg) > limit for arg in argv):
+                    del commands[index:]
+                    return commands, ""
+        return commands, error
+
+    def _feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
         commands: list[list[bytes]] = []
         if self._first is _UNREAD and data:  # a read `request` has not seen yet
             argv = self.request(data)

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 
+import hiredis
 import pytest
 
 from protocol import bigarg as bigarg_module
@@ -122,12 +123,27 @@ def test_big_path_reads_as_hiredis_path(seed, monkeypatch):
     assert engaged > 50  # the new path did most of the work
 
 
+def hiredis_parse(request: bytes) -> list[bytes]:
+    reader = hiredis.Reader()
+    reader.feed(request)
+    return reader.gets()
+
+
+def _refused(start: int, end: int, unfitting: bool, stop: int, previous: int, limit: int) -> bool:
+    """The model's verdict on the request at data[start:end] once the read data[previous:stop] is in."""
+    if start < stop < end and stop - start > limit:
+        return True  # cut by the read, with more bytes read than the limit
+    return unfitting and previous < end <= stop  # completed by the read, with a bulk that cannot fit
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_query_buffer_limit_as_a_model_says(seed, monkeypatch):
     """client-query-buffer-limit against a model: the link closes (no reply, "") at the end of the
-    first read after which the request cut by it has more bytes read than the limit; a request
-    completed by a read is never refused. The hiredis path's own checks are part of it (they run
-    until the big bulk's header is read); payloads hold no RESP counts, which that path reads apart."""
+    first read after which the request cut by it has more bytes read than the limit, or which
+    completes a request with a bulk that cannot fit (its length and CRLF over the limit: Redis reads
+    such a bulk alone into its query buffer, which passes the limit before the command can run).
+    The hiredis path's own checks are part of it (they run until the big bulk's header is read);
+    payloads hold no RESP counts, which that path reads apart."""
     monkeypatch.setattr(reader_module, "BIG_ARG", SMALL_BIG)
     rnd = random.Random(seed)
     for _ in range(300):
@@ -139,13 +155,14 @@ def test_query_buffer_limit_as_a_model_says(seed, monkeypatch):
         data = before + request + b"PING\r\n"
         cuts = sorted(rnd.sample(range(1, len(data)), min(len(data) - 1, rnd.randrange(1, 30))))
         limit = rnd.randrange(20, 2 * len(request))
-        spans, at = [], 0  # where each multibulk request starts and ends
+        spans, at = [], 0  # where each multibulk request starts and ends, and where its unfitting bulk headers end
         for one in [*echoes, request]:
-            spans.append((at, at + len(one)))
+            unfitting = any(len(arg) + 2 > limit for arg in hiredis_parse(one))
+            spans.append((at, at + len(one), unfitting))
             at += len(one)
         expected, edges = [], [0, *cuts, len(data)]
-        for stop in edges[1:]:
-            if any(start < stop < end and stop - start > limit for start, end in spans):
+        for previous, stop in zip(edges, edges[1:], strict=False):
+            if any(_refused(*span, stop, previous, limit) for span in spans):
                 expected.append("refused")
                 break
             expected.append("ok")
