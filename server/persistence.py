@@ -71,6 +71,15 @@ class Child:
     temp: str  # the file the child writes
     dirty: int  # server.dirty when it forked
 
+    def partial_files(self) -> list[str]:
+        """What a child stopped midway may leave: its file, and the one it writes before renaming it
+        there (a rewrite's snapshot base: snapshot.write's temp-<pid>-<name>; a command base: rewrite.py's
+        <name>.tmp), as Redis's killAppendOnlyChild removes its temp file."""
+        if self.kind == "rdb":
+            return [self.temp]
+        folder, name = os.path.split(self.temp)
+        return [self.temp, os.path.join(folder, f"temp-{self.pid}-{name}"), f"{self.temp}.tmp"]
+
 
 class Persistence:
     """The server's snapshot and AOF state; `server.persistence`."""
@@ -679,7 +688,8 @@ class Persistence:
             os.waitpid(child.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-        _unlink(child.temp)
+        for path in child.partial_files():
+            _unlink(path)
 
     def check_child(self) -> None:
         """Has the child finished? Then finish its work in the parent (Redis's checkChildrenDone)."""

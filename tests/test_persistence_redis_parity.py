@@ -790,3 +790,39 @@ def test_aof_disable_auto_gc_keeps_the_history_until_turned_off():
     finally:
         for proc in procs:
             proc.stop()
+
+
+@pytest.mark.parametrize("preamble", ["yes", "no"])
+def test_appendonly_no_during_a_rewrite_leaves_no_partial_file(preamble):
+    """Redis's killAppendOnlyChild removes the rewrite's temp file. Millrace removed a name its child
+    never wrote: the partial base (temp-<pid>-..., or ....tmp without the preamble) stayed until the
+    next start, one more for each rewrite stopped."""
+    args = ("--appendonly", "yes", "--aof-use-rdb-preamble", preamble, "--save", "")
+    mine, theirs = both(*args)
+    procs = mine, theirs
+    child = 0
+    try:
+        fill(mine)
+        theirs.client().execute_command("DEBUG", "POPULATE", "300")
+        theirs.client().config_set("rdb-key-save-delay", "100000")  # 30 s for Redis's child
+        assert same(procs, "BGREWRITEAOF") is True
+        folder = os.path.join(mine.dir, "appendonlydir")
+        wait_for(lambda: any(name.startswith("temp-") for name in os.listdir(folder)), timeout=60)
+        child = stop_child(mine)  # its partial base is on disk
+        with socket.create_connection(("127.0.0.1", mine.port), timeout=60) as sock:
+            sock.sendall(b"*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$10\r\nappendonly\r\n$2\r\nno\r\n")
+            wait_for(lambda: signal_pending(child, signal.SIGUSR1), timeout=60)  # the server stops it
+            os.kill(child, signal.SIGCONT)
+            assert sock.recv(64) == b"+OK\r\n"
+        assert theirs.client().config_set("appendonly", "no") is True
+        for proc in procs:
+            names = os.listdir(os.path.join(proc.dir, "appendonlydir"))
+            assert [name for name in names if name.startswith("temp-") or name.endswith(".tmp")] == [], proc.name
+    finally:
+        if child:
+            try:
+                os.kill(child, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        for proc in procs:
+            proc.stop()
