@@ -70,6 +70,7 @@ class Child:
     started: float
     temp: str  # the file the child writes
     dirty: int  # server.dirty when it forked
+    keys: int = 0  # the keys it has to write (INFO current_save_keys_total)
 
     def partial_files(self) -> list[str]:
         """What a child stopped midway may leave: its file, and the one it writes before renaming it
@@ -673,7 +674,7 @@ class Persistence:
         if kind == "rdb":  # the name snapshot.write gives its temporary file in the child
             temp = os.path.join(os.path.dirname(os.path.abspath(temp)), f"temp-{pid}-{os.path.basename(temp)}")
             server.effect_listeners.append(self._watch_flushall)
-        self.child = Child(pid, kind, time.time(), temp, server.dirty)
+        self.child = Child(pid, kind, time.time(), temp, server.dirty, sum(len(db) for db in server.keyspace.dbs))
 
     def _forget_child(self) -> Child:
         child, self.child = self.child, None
@@ -955,6 +956,7 @@ class Persistence:
         child = self.child
         now = time.time()
         fields = {
+            "current_save_keys_total": child.keys if child is not None else 0,  # (Redis's redisFork counts them)
             "rdb_bgsave_in_progress": 1 if child is not None and child.kind == "rdb" else 0,
             "rdb_last_bgsave_status": self.lastbgsave_status,
             "rdb_last_bgsave_time_sec": self.last_bgsave_time_sec,

@@ -809,6 +809,8 @@ def test_appendonly_no_during_a_rewrite_leaves_no_partial_file(preamble):
         folder = os.path.join(mine.dir, "appendonlydir")
         wait_for(lambda: any(name.startswith("temp-") for name in os.listdir(folder)), timeout=60)
         child = stop_child(mine)  # its partial base is on disk
+        for proc in procs:  # the keys the child writes, counted at the fork
+            assert info(proc, "current_save_keys_total") == {"current_save_keys_total": proc.client().dbsize()}
         with socket.create_connection(("127.0.0.1", mine.port), timeout=60) as sock:
             sock.sendall(b"*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$10\r\nappendonly\r\n$2\r\nno\r\n")
             wait_for(lambda: signal_pending(child, signal.SIGUSR1), timeout=60)  # the server stops it
