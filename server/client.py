@@ -371,7 +371,9 @@ class Client(asyncio.Protocol):
         for argv in remaining:
             if type(argv) is str:
                 if argv:  # counted in INFO's error stats, as Redis counts every error reply
-                    out.append(b"-%s\r\n" % server.error(argv))
+                    error = b"-%s\r\n" % server.error(argv)
+                    if self.reply_mode is ON:  # CLIENT REPLY OFF or SKIP drops it too
+                        out.append(error)
                 else:  # client-query-buffer-limit: Redis closes without a word
                     stats = server.stats
                     stats["client_query_buffer_limit_disconnections"] = stats.get("client_query_buffer_limit_disconnections", 0) + 1
