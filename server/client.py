@@ -302,7 +302,8 @@ class Client(asyncio.Protocol):
         an AUTH or a HELLO, which runs before the bytes after it are parsed. Only the lines from a
         place that spells either name to the end of the request holding it are fed one at a time."""
         reader = self.reader
-        pos, end, lines = 0, len(data), False
+        # (a request begun in an earlier read may be an AUTH whose name the read cut: line by line too)
+        pos, end, lines = 0, len(data), not reader.at_boundary
         while pos < end:
             if lines:  # one line at a time, until a request is complete
                 cut = data.find(b"\n", pos)

@@ -51,6 +51,8 @@ CASES = {
     "wrong inline auth, then 12 arguments": (b"AUTH wrong\r\n" + TWELVE,),
     "wrong hello auth, then 12 arguments": (E("HELLO", "2", "AUTH", "default", "wrong") + TWELVE,),
     "wrong auth, then a 20 KB bulk cut in its header": ((E("AUTH", "wrong") + BIG)[:65], (E("AUTH", "wrong") + BIG)[65:]),
+    "auth, its name cut by the read, then 12 arguments": (E("AUTH", PASSWORD)[:10], E("AUTH", PASSWORD)[10:] + TWELVE),
+    "inline auth, its name cut by the read, then 12 arguments": (b"AU", b"TH " + PASSWORD.encode() + b"\r\n" + TWELVE),
     # inline commands have only the inline limit
     "inline, 22 arguments": (b"PING" + b" a" * 21 + b"\r\n",),
     "inline, one 30,000-byte argument": (b"PING " + b"a" * 30000 + b"\r\n",),
