@@ -315,6 +315,45 @@ def _canonical_prefix(data: bytes, start: int, commands: list) -> bool:
     return data.startswith(b"".join([_pack(tuple(argv)) for argv in commands]), start)
 
 
+class RequestBounds:
+    """Where the requests of a byte stream end, read by read (a client before AUTH: server/client.py).
+
+    Headers are walked as _HeaderCheck walks them and payloads skipped whole, so a request costs
+    the same whatever its payload holds; an inline request ends at its newline. Nothing is kept."""
+
+    __slots__ = ("check", "inline")
+
+    def __init__(self) -> None:
+        self.check: _HeaderCheck | None = None
+        self.inline = False
+
+    @property
+    def at_boundary(self) -> bool:
+        return self.check is None and not self.inline
+
+    def reset(self) -> None:
+        self.check, self.inline = None, False
+
+    def end(self, data: bytes, pos: int) -> int:
+        """The offset just after the request going on at data[pos], -1 if it goes on past data.
+        ProtocolError where Redis refuses a header (the reader answers it)."""
+        if self.at_boundary:
+            if data[pos] == _STAR:
+                self.check = _HeaderCheck(1 << 62)
+            else:
+                self.inline = True
+        if self.inline:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return -1
+            self.inline = False
+            return nl + 1
+        at = self.check.feed(data, pos)
+        if at >= 0:
+            self.check = None
+        return at
+
+
 class QueryBufferLimit(ProtocolError):
     """A pending command outgrew client-query-buffer-limit: Redis closes without a reply."""
 

@@ -19,7 +19,8 @@ from time import perf_counter
 from time import time_ns as _time_ns
 
 from protocol.encoder import encode2, encode3
-from protocol.reader import UNAUTH_MAX_ARGS, RequestReader, unauthenticated_error
+from protocol.errors import ProtocolError
+from protocol.reader import UNAUTH_MAX_ARGS, RequestBounds, RequestReader, unauthenticated_error
 from protocol.reply import OK, PONG, QUEUED, Error, Raw, Simple
 
 from . import output_limits
@@ -67,7 +68,7 @@ class Client(asyncio.Protocol):
     __slots__ = (
         "server", "transport", "reader", "id", "name", "lib_name", "lib_ver", "db", "resp", "encode",
         "authenticated", "logged_in", "multi", "multi_error", "in_exec", "loading", "watched", "dirty_cas", "blocked",
-        "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created",
+        "pending", "reply_mode", "close_after_reply", "monitor", "paused", "addr", "laddr", "fd", "created", "auth_bounds",
         "last_interaction", "last_command", "flags_no_evict", "no_touch", "output", "replica", "repl_port", "repl_ip", "repl_eof",
         "channels", "patterns", "shard_channels", "subscribed", "obuf_soft_since", "pushes", "net_in", "net_out", "commands_processed",
         "restricted", "watch_expired",
@@ -99,6 +100,7 @@ class Client(asyncio.Protocol):
         self.blocked = None  # the Block this client waits on
         self.pending: deque[list[bytes]] = deque()  # commands read while blocked
         self.reply_mode = ON  # CLIENT REPLY ON / OFF / SKIP
+        self.auth_bounds: RequestBounds | None = None  # where requests end, while reads come before AUTH
         self.pushes: list[bytes] | None = None  # pushes for this client while its command runs: sent after its reply
         self.close_after_reply = False
         self.monitor = False
@@ -298,44 +300,54 @@ class Client(asyncio.Protocol):
     def _feed_before_auth(self, data: bytes) -> None:
         """A read before AUTH. Redis parses one request at a time, judged by the client's state at that
         moment: a request after a successful AUTH (or HELLO ... AUTH) is free of the pre-AUTH limits,
-        one after a failed AUTH is not. So the read is parsed up to the end of each request that may be
-        an AUTH or a HELLO, which runs before the bytes after it are parsed. Only the lines from a
-        place that spells either name to the end of the request holding it are fed one at a time."""
-        reader = self.reader
-        # (a request begun in an earlier read may be an AUTH whose name the read cut: line by line too)
-        pos, end, lines = 0, len(data), not reader.at_boundary
+        one after a failed AUTH is not. So the reader gets the read up to the end of each request that
+        may be an AUTH or a HELLO (its bytes spell either name, or an earlier read began it), which
+        runs before the bytes after it are parsed. RequestBounds finds where requests end, skipping
+        payloads whole: a read costs about what the reader's own parse of it costs."""
+        bounds = self.auth_bounds
+        if bounds is None:
+            if not self.reader.at_boundary:  # (unauthenticated again, RESET say, in the middle of a request)
+                self._feed_and_run(data)
+                return
+            bounds = self.auth_bounds = RequestBounds()
+        pos = fed = 0
+        end = len(data)
         while pos < end:
-            if lines:  # one line at a time, until a request is complete
-                cut = data.find(b"\n", pos)
-            else:
-                found = _AUTH_OR_HELLO.search(data, pos)
-                cut = -1 if found is None else data.find(b"\n", found.end())
-                lines = found is not None
-            cut = end if cut < 0 else cut + 1
-            reader.inline_ids.clear()
-            commands, error = reader.feed(data[pos:cut])
-            pos = cut
-            if lines and reader.at_boundary:
-                lines = False  # the request holding the name is complete (among `commands`)
-            if not commands and error is None:
-                continue
+            begun = not bounds.at_boundary
+            try:
+                stop = bounds.end(data, pos)
+            except ProtocolError:
+                bounds.reset()  # a header Redis refuses: the reader answers it
+                stop = -1
+            if stop < 0:
+                break
+            if begun or _AUTH_OR_HELLO.search(data, pos, stop) is not None:
+                if not self._feed_and_run(data[fed:stop]):
+                    return
+                fed = stop
+                if self.authenticated:  # the rest is parsed as any authenticated client's
+                    self.auth_bounds = None
+                    if fed < end:
+                        self._feed_and_run(data[fed:])
+                    return
+            pos = stop
+        if fed < end:
+            self._feed_and_run(data[fed:])
+
+    def _feed_and_run(self, data: bytes) -> bool:
+        """Parse data and run what it completes (data_received's general path); False once the
+        link is going away, so nothing more of the read is parsed."""
+        reader = self.reader
+        reader.inline_ids.clear()
+        commands, error = reader.feed(data)
+        if error is not None or not self.authenticated:
             self._refuse(commands, error)
-            if self.blocked is not None or self.pending:
-                self.pending.extend(commands)
-            elif commands:
-                self.run(commands)
-            if error is not None or self.close_after_reply or self.transport is None or self.transport.is_closing():
-                return
-            if self.authenticated:  # the rest is parsed as any authenticated client's
-                if pos < end:
-                    commands, error = reader.feed(data[pos:])
-                    if error is not None:
-                        self._refuse(commands, error)
-                    if self.blocked is not None or self.pending:
-                        self.pending.extend(commands)
-                    elif commands:
-                        self.run(commands)
-                return
+        if self.blocked is not None or self.pending:
+            self.pending.extend(commands)
+        elif commands:
+            self.run(commands)
+        transport = self.transport
+        return error is None and not self.close_after_reply and transport is not None and not transport.is_closing()
 
     def _refuse(self, commands: list, error: str | None) -> None:
         """Queue a protocol error (answered in turn, then the link closes); Redis's pre-AUTH limits."""

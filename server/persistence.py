@@ -127,6 +127,8 @@ class Persistence:
         elif name == "aof-timestamp-enabled" and self.aof is not None:
             self.aof.timestamps = value
         elif name == "appendonly" and self.server.loop is not None:
+            if self.server.loading:  # a base of half the data, or an AOF opened or not after the load regardless
+                raise ConfigError("Unable to turn AOF on or off while the dataset loads. Try again once it is loaded.")
             if value and self.aof is None and not self.aof_waiting_rewrite:
                 if not self.start_aof():
                     raise ConfigError("Unable to turn on AOF. Check server logs.")  # CONFIG SET puts appendonly back

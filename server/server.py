@@ -227,15 +227,15 @@ class Server:
                     raise ReplyError(DEBUG_NOT_ALLOWED)
             if self.refusing and not client.loading:
                 self.refuse(cmd, argv, client)
-                if self.loading and "loading" not in cmd.flags:  # start-up loading serves clients between its steps
-                    raise ReplyError("LOADING Redis is loading the dataset in memory")
             if client.restricted:
                 if client.subscribed and cmd.name not in SUBSCRIBED_CONTEXT:
                     raise ReplyError(
                         f"ERR Can't execute '{cmd.name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
                     )
-                if client.monitor and (cmd.write or "readonly" in cmd.flags or may_replicate(cmd)):
-                    raise ReplyError("ERR Replica can't interact with the keyspace")  # a monitor is a replica to Redis
+            if self.loading and not client.loading and "loading" not in cmd.flags:  # start-up loading serves clients between its steps
+                raise ReplyError("LOADING Redis is loading the dataset in memory")
+            if client.restricted and client.monitor and (cmd.write or "readonly" in cmd.flags or may_replicate(cmd)):
+                raise ReplyError("ERR Replica can't interact with the keyspace")  # a monitor is a replica to Redis
         except ReplyError as exc:
             if client.multi is not None:
                 client.multi_error = True
@@ -282,7 +282,7 @@ class Server:
     def update_refusing(self) -> None:
         """Is any state in force that refuses some commands? Then every command goes through execute()."""
         replication = self.replication
-        self.refusing = self.oom or bool(self.config["maxmemory"]) or self.disk_error is not None or (
+        self.refusing = self.loading or self.oom or bool(self.config["maxmemory"]) or self.disk_error is not None or (
             replication is not None and (replication.master is not None or self.config["min-replicas-to-write"] > 0)
         )
 

@@ -104,7 +104,11 @@ def loading_story(kind: str, aof_dir: str, tmp_path) -> list:
     try:
         conn = connect(proc)
         # one write: both servers read a client's requests between steps of the load, all of them at once
-        asked = [("PING",), ("DBSIZE",), ("GET", "key:1"), ("CONFIG", "GET", "appendonly"), ("MULTI",), ("SET", "k", "v"), ("EXEC",)]
+        asked = [
+            ("PING",), ("DBSIZE",), ("GET", "key:1"), ("CONFIG", "GET", "appendonly"), ("MULTI",), ("SET", "k", "v"), ("EXEC",),
+            # a setting that changes which commands are checked must not let writes through mid-load
+            ("CONFIG", "SET", "maxmemory", "0"), ("SET", "a", "1"), ("CONFIG", "SET", "save", ""), ("GET", "a"),
+        ]  # fmt: skip
         conn.send(b"".join(encode_command(*args) for args in [("INFO", "persistence"), *asked]))
         text = conn.read().decode()
         info = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
@@ -119,7 +123,7 @@ def loading_story(kind: str, aof_dir: str, tmp_path) -> list:
         assert 0 <= loaded < total and perc == pytest.approx(loaded * 100 / total, abs=0.01)
         conn.close()
         client = wait_loaded(proc)
-        seen += [client.dbsize(), persistence_loading(client)]
+        seen += [client.dbsize(), client.get("a"), persistence_loading(client)]
         client.close()
         return seen
     finally:
@@ -139,7 +143,7 @@ def test_a_loading_server_answers_as_redis(aof_dir, tmp_path):
     ours, theirs = loading_story("millrace", aof_dir, tmp_path / "ours"), loading_story("redis", aof_dir, tmp_path / "theirs")
     assert ours == theirs
     assert theirs[:2] == ["-LOADING Redis is loading the dataset in memory"] * 2
-    assert theirs[-2:] == [KEYS, ["loading"]]
+    assert theirs[-3:] == [KEYS, None, ["loading"]]
 
 
 @pytest.mark.parametrize("how", ["SHUTDOWN SAVE", "SIGTERM"])
@@ -162,3 +166,35 @@ def test_a_shutdown_while_loading_saves_nothing(aof_dir, tmp_path, how):
             stop(proc)
         seen.append(sorted(name for name in os.listdir(workdir) if not name.endswith(".log")))
     assert seen[0] == seen[1] == ["appendonlydir"]
+
+
+def test_a_subscriber_and_a_monitor_during_the_load(aof_dir, tmp_path):
+    """processCommand's order: the subscribed-context check comes before LOADING, LOADING before a monitor's."""
+    seen = []
+    for kind in ("millrace", "redis"):
+        proc = start(kind, copy_of(aof_dir, tmp_path / kind, kind), *ARGS)
+        try:
+            subscriber, monitor = connect(proc), connect(proc)
+            subscriber.send(encode_command("SUBSCRIBE", "ch") + encode_command("GET", "a") + encode_command("DBSIZE"))
+            monitor.send(encode_command("MONITOR") + encode_command("GET", "a") + encode_command("SET", "a", "1"))
+            seen.append([plain(subscriber.read()) for _ in range(3)] + [plain(monitor.read()) for _ in range(3)])
+            assert persistence(connect(proc))["loading"] == "1", "the load ended before the questions: raise KEYS or DELAY_US"
+        finally:
+            stop(proc)
+    assert seen[0] == seen[1]
+
+
+def test_appendonly_cannot_be_switched_during_the_load(aof_dir, tmp_path):
+    """A rewrite would write half the data as the base, and the AOF opens after the load whatever the
+    setting says: Millrace refuses the switch until the load is done (Redis 8.2.3 leaves the AOF on)."""
+    proc = start("millrace", copy_of(aof_dir, tmp_path, "millrace"), *ARGS)
+    try:
+        conn = connect(proc)
+        conn.send(encode_command("CONFIG", "SET", "appendonly", "no") + encode_command("CONFIG", "GET", "appendonly") + encode_command("INFO", "persistence"))
+        refused, setting = plain(conn.read()), conn.read()
+        assert "loading:1" in conn.read().decode()
+        assert refused.startswith("-ERR CONFIG SET failed (possibly related to argument 'appendonly')") and setting == [b"appendonly", b"yes"]
+        client = wait_loaded(proc)
+        assert client.config_get("appendonly") == {"appendonly": "yes"} and client.info("persistence")["aof_enabled"] == 1
+    finally:
+        stop(proc)
