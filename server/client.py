@@ -212,16 +212,10 @@ class Client(asyncio.Protocol):
         server.reads_processed += 1
         argv = self.reader.request(data) if self.multi is None and self.blocked is None and self.authenticated and not self.pending and not self.restricted else None
         if argv is None:
-            if not self.authenticated:
+            if self.authenticated:
+                self._feed_and_run(data)
+            else:
                 self._feed_before_auth(data)
-                return
-            commands, error = self.reader.feed(data)
-            if error is not None:
-                self._refuse(commands, error)
-            if self.blocked is not None or self.pending:
-                self.pending.extend(commands)
-            elif commands:
-                self.run(commands)
             return
         # One request from a client outside MULTI, not blocked, authenticated: the usual
         # read of a request/reply client. run([argv]) unrolled, calling `call` when
@@ -337,9 +331,7 @@ class Client(asyncio.Protocol):
     def _feed_and_run(self, data: bytes) -> bool:
         """Parse data and run what it completes (data_received's general path); False once the
         link is going away, so nothing more of the read is parsed."""
-        reader = self.reader
-        reader.inline_ids.clear()
-        commands, error = reader.feed(data)
+        commands, error = self.reader.feed(data)
         if error is not None or not self.authenticated:
             self._refuse(commands, error)
         if self.blocked is not None or self.pending:
@@ -353,6 +345,7 @@ class Client(asyncio.Protocol):
         """Queue a protocol error (answered in turn, then the link closes); Redis's pre-AUTH limits."""
         if not self.authenticated and commands:
             over = unauthenticated_error(commands, self.reader.inline_ids)
+            self.reader.inline_ids.clear()  # (filled by this feed only: the reader notes them before AUTH)
             if over >= 0:  # Redis refuses big requests before AUTH, at the protocol level
                 argv = commands[over]
                 del commands[over:]

@@ -294,7 +294,6 @@ async def _load(server: Server, steps, stopped: asyncio.Future) -> None:
     processEventsWhileBlocked, so that a request is accepted, read, run and answered at one stop."""
     try:
         for _ in steps:
-            server.loading = True
             for _turn in range(4):
                 await asyncio.sleep(0)
             if stopped.done():
@@ -341,8 +340,6 @@ def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
     log.warning("Received %s scheduling shutdown...", sig.name)
     flags = server.config["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"].split()
     save = "save" in flags or ("nosave" not in flags and bool(server.config["save"]))
-    if server.loading:
-        save = False  # half the data: Redis exits without saving while it loads
     persistence = server.persistence
     if persistence is not None and not persistence.prepare_shutdown(save=save, force="force" in flags):
         log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")

@@ -834,7 +834,9 @@ class Persistence:
 
     def prepare_shutdown(self, save: bool, force: bool = False) -> bool:
         """Before exiting: stop a child, flush the AOF, save if asked; False if the save failed
-        (unless `force`: SHUTDOWN FORCE and shutdown-on-sig* force exit anyway, as Redis)."""
+        (unless `force`: SHUTDOWN FORCE and shutdown-on-sig* force exit anyway, as Redis). Never a
+        save while the start-up load runs: half the data (Redis turns SAVE into NOSAVE then)."""
+        save = save and not self.server.loading
         if self.child is not None:
             log.warning("There is a child saving an .rdb or rewriting the AOF. Killing it!")
             self._kill_child()

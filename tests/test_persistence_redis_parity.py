@@ -630,6 +630,25 @@ def signal_pending(pid: int, sig: int) -> bool:
     return bool((masks["ShdPnd"] | masks["SigPnd"]) & (1 << (sig - 1)))
 
 
+def stopping_child(proc, child: int, request: bytes) -> bytes:
+    """Send a request that makes the server stop its (SIGSTOPped) child: the server waits for the
+    child, so once the signal is pending the child is let go, and the reply comes back."""
+    with socket.create_connection(("127.0.0.1", proc.port), timeout=60) as sock:
+        sock.sendall(request)
+        wait_for(lambda: signal_pending(child, signal.SIGUSR1), timeout=60)
+        os.kill(child, signal.SIGCONT)
+        return sock.recv(64)
+
+
+def resume(child: int) -> None:
+    """A test's cleanup: a child it stopped goes on (and so ends), if there is one still."""
+    if child:
+        try:
+            os.kill(child, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 def test_flushall_stops_a_bgsave_child():
     """With no save points, Redis kills the BGSAVE child (flushAllDataAndResetRDB): the flushed keys
     never reach the snapshot. Millrace let it finish, and a restart brought them back."""
@@ -643,11 +662,7 @@ def test_flushall_stops_a_bgsave_child():
         assert same(procs, "BGSAVE") is True
         child = stop_child(mine)
         assert not os.path.exists(os.path.join(mine.dir, "dump.mpk")), "the child finished before it was stopped"
-        with socket.create_connection(("127.0.0.1", mine.port), timeout=60) as sock:
-            sock.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")  # the server waits for its child: the reply comes once it runs
-            wait_for(lambda: signal_pending(child, signal.SIGUSR1), timeout=60)
-            os.kill(child, signal.SIGCONT)
-            assert sock.recv(64) == b"+OK\r\n"
+        assert stopping_child(mine, child, b"*1\r\n$8\r\nFLUSHALL\r\n") == b"+OK\r\n"
         assert reply(theirs.client(), "FLUSHALL") is True
         for proc in procs:
             client = proc.client()
@@ -660,11 +675,7 @@ def test_flushall_stops_a_bgsave_child():
         procs = mine, theirs
         assert same(procs, "DBSIZE") == 0
     finally:
-        if child:
-            try:
-                os.kill(child, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(child)
         for proc in procs:
             proc.stop()
 
@@ -699,11 +710,7 @@ def test_flushall_lets_a_rewrite_child_finish():
         procs = mine, theirs
         assert same(procs, "DBSIZE") == 0
     finally:
-        if child:
-            try:
-                os.kill(child, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(child)
         for proc in procs:
             proc.stop()
 
@@ -811,20 +818,12 @@ def test_appendonly_no_during_a_rewrite_leaves_no_partial_file(preamble):
         child = stop_child(mine)  # its partial base is on disk
         for proc in procs:  # the keys the child writes, counted at the fork
             assert info(proc, "current_save_keys_total") == {"current_save_keys_total": proc.client().dbsize()}
-        with socket.create_connection(("127.0.0.1", mine.port), timeout=60) as sock:
-            sock.sendall(b"*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$10\r\nappendonly\r\n$2\r\nno\r\n")
-            wait_for(lambda: signal_pending(child, signal.SIGUSR1), timeout=60)  # the server stops it
-            os.kill(child, signal.SIGCONT)
-            assert sock.recv(64) == b"+OK\r\n"
+        assert stopping_child(mine, child, b"*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$10\r\nappendonly\r\n$2\r\nno\r\n") == b"+OK\r\n"
         assert theirs.client().config_set("appendonly", "no") is True
         for proc in procs:
             names = os.listdir(os.path.join(proc.dir, "appendonlydir"))
             assert [name for name in names if name.startswith("temp-") or name.endswith(".tmp")] == [], proc.name
     finally:
-        if child:
-            try:
-                os.kill(child, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(child)
         for proc in procs:
             proc.stop()

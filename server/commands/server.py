@@ -541,8 +541,6 @@ def shutdown(ctx, argv):
     if abort:
         raise ReplyError("ERR No shutdown in progress.")
     server = ctx.server
-    if server.loading:  # half the data: Redis turns SAVE into NOSAVE while it loads
-        save, nosave = False, True
     server.shutdown_save = save or (not nosave and bool(server.config["save"]))
     server.shutdown_nosave = nosave
     stop = server.shutdown
