@@ -35,13 +35,15 @@ class ServerProcess:
             if proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited: {self.read_log()}")
             try:
-                with redis.Redis(port=self.port, socket_timeout=1) as client:
+                # retry=None: redis-py's default retries a refused connect with backoff (~4 s), so a
+                # server that exits at start would be noticed only seconds later
+                with redis.Redis(port=self.port, socket_timeout=1, retry=None) as client:
                     client.ping()
                 return
             except (redis.AuthenticationError, redis.ResponseError):
                 return  # an error reply is an answer: NOAUTH, or MASTERDOWN from a replica not yet linked
             except (redis.ConnectionError, redis.TimeoutError):  # refused, LOADING (BusyLoadingError), or busy loading a big file
-                time.sleep(0.05)
+                time.sleep(0.02)
         raise RuntimeError(f"{self.name} did not start: {self.read_log()}")
 
     def read_log(self) -> str:
@@ -49,7 +51,10 @@ class ServerProcess:
         return Path(self.log.name).read_text(errors="replace")
 
     def client(self, **kw) -> redis.Redis:
+        """A redis-py client. No retries: redis-py's default sends a command again after a dropped
+        link (a write could run twice unseen) and backs off ~4 s before raising."""
         kw.setdefault("socket_timeout", 30)
+        kw.setdefault("retry", None)
         return redis.Redis(port=self.port, **kw)
 
     def stop(self) -> None:
