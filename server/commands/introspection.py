@@ -226,7 +226,7 @@ def command_info(cmd: Command) -> list:
         Set([Simple(b"@" + c.encode()) for c in acl_categories(cmd)]),
         Set([t.encode() for t in TIPS.get(cmd.name, ())]),
         Set(key_specs(cmd)),
-        Set([command_info(sub) for sub in cmd.subcommands.values()]),
+        [command_info(sub) for sub in cmd.subcommands.values()] if cmd.subcommands else Set(),  # as Redis: an array, or an empty set
     ]
 
 
