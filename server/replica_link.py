@@ -156,8 +156,9 @@ class MasterLink:
         if config["replica-announce-ip"]:  # what the primary (and Sentinel, through its INFO) tells others
             await call(b"REPLCONF", b"ip-address", config["replica-announce-ip"].encode())
         await call(b"REPLCONF", b"capa", b"eof", b"capa", b"psync2")
-        if self.full_resync or (server.master_repl_offset == 0 and not self.failover):
-            # (no history: nothing to continue; Redis's replica without a cached master asks `? -1` too)
+        if self.full_resync or (server.master_repl_offset == 0 and not self.failover and self.up_since is None):
+            # (no history: nothing to continue; Redis's replica without a cached master asks `? -1` too.
+            # A link that was up has one, at offset 0 too: cut before the first write, it continues)
             log.info("Partial resynchronization not possible (no cached master)")
             reply = await call(b"PSYNC", b"?", b"-1")
         else:

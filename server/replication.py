@@ -87,7 +87,7 @@ class Replication:
         self.second_offset = -1
         self.master = None  # the replica side's link (server.replica_link.MasterLink) when this is a replica
         self.no_replicas_since = time.time()
-        self.last_ping = 0.0
+        self.last_ping = time.time()  # as Redis's cron (loops % period): the first PING a period after start
         self.good_replicas = 0
         self.stats = {"sync_full": 0, "sync_partial_ok": 0, "sync_partial_err": 0}
         self.stream_db = -1  # a replica's: the db its primary's stream had selected when a snapshot was taken

@@ -20,7 +20,7 @@ import redis
 
 from tests.persist_workload import Workload, state
 from tests.proxy import Proxy
-from tests.servers import free_port, start_millrace
+from tests.servers import free_port, require_redis, start_millrace, start_redis
 from tests.test_persistence import kill9, wait_for
 
 
@@ -158,6 +158,30 @@ def test_a_restarted_replica_resyncs_partially(tmp_path):
     finally:
         replica.stop()
         primary.stop()
+
+
+def test_a_link_cut_before_the_first_write_continues_partially(tmp_path):
+    """A replica that synced at offset 0 has a history: Redis's replica caches its master and asks
+    PSYNC <replid> 1. Millrace's asked `? -1` whenever its offset was 0, so a link cut before the
+    primary's first write (or first ping) cost a second full sync."""
+    for kind in ("millrace", "redis"):
+        if kind == "redis":
+            require_redis()
+            primary = start_redis()
+            replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+        else:
+            primary = start(tmp_path, "primary")
+            replica = replica_of(tmp_path, "replica", primary.port)
+        try:
+            p, r = primary.client(), replica.client()
+            wait_for(lambda: info(r)["master_link_status"] == "up" and info(p)["connected_slaves"] == 1)  # noqa: B023
+            assert info(p)["master_repl_offset"] == 0, kind
+            assert r.execute_command("CLIENT", "KILL", "TYPE", "master") == 1
+            wait_for(lambda: info(p, "stats")["sync_partial_ok"] == 1, timeout=10)  # noqa: B023
+            assert info(p, "stats")["sync_full"] == 1, kind
+        finally:
+            replica.stop()
+            primary.stop()
 
 
 def test_a_cut_or_stalled_link_with_writes_in_flight(tmp_path):
