@@ -167,7 +167,7 @@ def test_a_link_cut_before_the_first_write_continues_partially(tmp_path):
     for kind in ("millrace", "redis"):
         if kind == "redis":
             require_redis()
-            primary = start_redis()
+            primary = start_redis("--repl-diskless-sync-delay", "0")
             replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
         else:
             primary = start(tmp_path, "primary")
