@@ -200,8 +200,8 @@ def _memory(server) -> list[tuple[str, object]]:
         ("mem_allocator", "libc"),
         ("mem_overhead_db_hashtable_rehashing", 0),
         ("active_defrag_running", 0),
-        ("lazyfree_pending_objects", 0),
-        ("lazyfreed_objects", 0),
+        ("lazyfree_pending_objects", server.lazyfree.pending),
+        ("lazyfreed_objects", server.lazyfree.freed),
     ]
 
 

@@ -28,6 +28,7 @@ from .dirty import RULES as DIRTY_RULES
 from .eviction import AccessClock, Evictor, policy_kind
 from .latency import EXACT_US, LatencyMonitor, coarse_us
 from .latency import threshold_ns as latency_threshold_ns
+from .lazyfree import LazyFree
 from .loading import LoadingProgress
 from .maxmemory import MemoryMeter
 from .pause import may_replicate
@@ -74,7 +75,7 @@ class Server:
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
-        "tracking", "access", "evictor", "expired_stale_perc",
+        "tracking", "access", "evictor", "expired_stale_perc", "lazyfree",
     )
 
     def __init__(self, config: Config | None = None) -> None:
@@ -162,6 +163,7 @@ class Server:
         self.tracking = None  # server.tracking.Tracking once a client enables CLIENT TRACKING (Redis's TrackingTable)
         self.expired_stale_perc = 0.0  # INFO expired_stale_perc (a fraction): active expiry's moving average
         self.evictor = Evictor(self)  # maxmemory-policy's evictions (server/eviction.py)
+        self.lazyfree = LazyFree(self)  # flushed databases, freed a slice at a time (server/lazyfree.py)
         self.access: AccessClock | None = None  # the keys' access clock, while an LRU or LFU policy is set
         self.policy_changed()
 

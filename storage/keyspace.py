@@ -118,6 +118,15 @@ class Database:
         self.expires.clear()
         self.scan_index = None
 
+    def detach(self) -> tuple[dict, dict]:
+        """Empty the database by handing its key and TTL tables to the caller, who frees them
+        (FLUSHALL and FLUSHDB: a slice at a time, as Redis's lazyfree; see server/lazyfree.py)."""
+        data, expires = self.data, self.expires
+        self.data, self.expires = {}, {}
+        self.scan_index = None
+        self.expire_holes = 0
+        return data, expires
+
     def is_expired(self, key: bytes, now: int) -> bool:
         """Has key a TTL in the past (still stored, not yet removed)? Redis's keyIsExpired."""
         when = self.expires.get(key)

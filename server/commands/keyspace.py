@@ -201,7 +201,8 @@ def flushall(ctx, argv):
     if server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
         server.tracking.invalidate_on_flush(ctx, argv)
     server.dirty += sum(len(db.data) for db in server.keyspace.dbs)  # Redis counts the keys removed (server/dirty.py)
-    server.keyspace.flushall()
+    for db in server.keyspace.dbs:  # freed after the reply, a slice at a time (server/lazyfree.py)
+        server.lazyfree.free(*db.detach())
     if server.persistence is not None and server.config["save"] and not ctx.loading:
         # as Redis: with save points set, the emptied dataset is saved at once, so an old
         # snapshot cannot bring the keys back after a restart
@@ -218,7 +219,7 @@ def flushdb(ctx, argv):
     if ctx.server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
         ctx.server.tracking.invalidate_on_flush(ctx, argv)
     ctx.server.dirty += len(ctx.db.data)  # the keys removed, as FLUSHALL
-    ctx.db.flush()
+    ctx.server.lazyfree.free(*ctx.db.detach())  # freed after the reply, a slice at a time
     return OK, [[b"FLUSHDB"]]
 
 

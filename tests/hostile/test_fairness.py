@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
-from tests.rawclient import encode_command
+import pytest
+
+from tests.rawclient import RawConn, encode_command
+from tests.servers import require_redis, start_redis
 
 
 def _fill(proc, entries: int) -> None:
@@ -78,3 +82,79 @@ def test_a_slice_ends_after_the_command_that_passes_its_time(servers):
     millrace = servers[0]
     _fill(millrace, 10_000)
     assert _interleaved(millrace, 3)
+
+
+# -- FLUSHALL / FLUSHDB: the old keys are freed a slice at a time (server/lazyfree.py) ----------------
+# 200,000 one-entry streams took 0.15 s to free inside FLUSHALL, a stall for every other client;
+# Redis 8 frees a flushed database in a background thread (FLUSHALL SYNC too, its caller waiting).
+
+
+@pytest.fixture(scope="module")
+def redis8():
+    require_redis()
+    proc = start_redis()
+    yield proc
+    proc.stop()
+
+
+def _lazyfree(conn: RawConn) -> tuple[int, int]:
+    """INFO's (lazyfree_pending_objects, lazyfreed_objects)."""
+    fields = dict(line.split(":", 1) for line in conn.call("INFO", "memory").decode().split("\r\n") if ":" in line)
+    return int(fields["lazyfree_pending_objects"]), int(fields["lazyfreed_objects"])
+
+
+def _settled(conn: RawConn) -> tuple[int, int]:
+    """The counters once nothing is pending (Redis's background thread, Millrace's slices)."""
+    deadline = time.monotonic() + 30
+    while (counters := _lazyfree(conn))[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return counters
+
+
+def _fill_keys(conn: RawConn, streams: int, strings: int = 0) -> None:
+    requests = [encode_command("XADD", f"s{i}", "*", "f", "v") for i in range(streams)]
+    requests += [encode_command("SET", f"k{i}", "v", "EX", "1000") for i in range(strings)]
+    for start in range(0, len(requests), 10_000):
+        batch = requests[start:start + 10_000]
+        conn.send(b"".join(batch))
+        for _ in batch:
+            conn.read()
+
+
+def test_a_flushed_database_is_freed_after_the_reply(servers):
+    """Millrace only: FLUSHALL ASYNC and an INFO in one write; the INFO, run right after the FLUSHALL,
+    finds the keys still waiting to be freed (it found 0 pending when FLUSHALL freed them itself);
+    later turns free them all."""
+    conn = RawConn(servers[0].port)
+    try:
+        conn.call("FLUSHALL")
+        _, freed = _settled(conn)
+        _fill_keys(conn, 50_000, 1000)
+        conn.send(encode_command("FLUSHALL", "ASYNC") + encode_command("INFO", "memory") + encode_command("DBSIZE"))
+        assert conn.read() == b"OK"
+        info = conn.read().decode()
+        assert conn.read() == 0
+        pending = int(info.split("lazyfree_pending_objects:")[1].split()[0])
+        assert pending > 0, "the keys were freed inside FLUSHALL"
+        assert _settled(conn) == (0, freed + 51_000)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("flush", [("FLUSHALL",), ("FLUSHALL", "SYNC"), ("FLUSHALL", "ASYNC"), ("FLUSHDB", "ASYNC"), ("FLUSHDB",)])
+def test_flushed_keys_count_as_lazyfreed_as_redis8(servers, redis8, flush):
+    """Redis 8.2 frees a flushed database in the background whatever the mode, counting its keys in
+    lazyfreed_objects; Millrace frees them in slices and counts them the same."""
+    grown = []
+    for proc in (servers[0], redis8):
+        conn = RawConn(proc.port)
+        try:
+            conn.call("FLUSHALL")
+            _, before = _settled(conn)
+            _fill_keys(conn, 300, 200)
+            assert conn.call(*flush) == b"OK"
+            pending, after = _settled(conn)
+            grown.append((pending, after - before))
+        finally:
+            conn.close()
+    assert grown[0] == grown[1] == (0, 500)
