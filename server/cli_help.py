@@ -44,7 +44,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
                           "active-expire-effort"),
     "LAZY FREEING": ("lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del", "replica-lazy-flush",
                      "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush"),
-    "THREADED I/O": ("io-threads", "io-threads-do-reads"),
+    "THREADED I/O": ("io-threads",),
     "KERNEL OOM CONTROL": ("oom-score-adj", "oom-score-adj-values"),
     "KERNEL TRANSPARENT HUGEPAGE CONTROL": ("disable-thp",),
     "APPEND ONLY MODE": (

@@ -183,7 +183,9 @@ _param("daemonize", "bool", False, mutable=False)
 _param("protected-mode", "bool", True)
 _param("enable-debug-command", "enum", "no", choices=("no", "yes", "local"), mutable=False)
 _param("io-threads", "int", 1, low=1, high=128, mutable=False)
-_param("cluster-enabled", "bool", False, mutable=False)
+# No cluster mode (no cluster bus listener, slots, MOVED, CLUSTER commands): `yes` would be a
+# cluster node that answers as a standalone server, so it is refused, as tls-port is.
+_param("cluster-enabled", "bool", False, mutable=False, normalize=lambda v: _no_cluster(v))
 _param("busy-reply-threshold", "int", 5000, high=LONG_MAX, alias="lua-time-limit")
 _param("lua-time-limit", "int", 5000, high=LONG_MAX, alias="busy-reply-threshold", older=True)
 _param("replicaof", "string", "", multi=True, mutable=False, alias="slaveof", normalize=lambda v: _replicaof(v))
@@ -225,7 +227,9 @@ for _name, _default, _choices in (
 ):
     _param(_name, "enum", _default, choices=_choices)
 PARAMS["oom-score-adj"].normalize = lambda v: "yes" if v == "relative" else v  # Redis's alias: shown as yes
-_param("maxmemory-clients", "string", "0", normalize=lambda v: _memory_or_percent(v))
+# No client eviction: a limit other than 0 would be accepted and ignored, so it is refused (Redis's
+# values and texts are checked first).
+_param("maxmemory-clients", "string", "0", normalize=lambda v: _no_client_eviction(_memory_or_percent(v)))
 _param("oom-score-adj-values", "string", "0 200 800", multi=True, normalize=lambda v: _oom_score_adj_values(v))
 # No supervisor protocol (systemd's sd_notify, upstart's SIGSTOP): a unit waiting for READY=1
 # would time out, so anything but `no` is refused rather than accepted and ignored.
@@ -314,7 +318,6 @@ hash-max-ziplist-entries u 512 0..LLONG_MAX
 hash-max-ziplist-value bu 64 0..LLONG_MAX
 hll-sparse-max-bytes bu 3000 0..LLONG_MAX
 ignore-warnings m ""
-io-threads-do-reads i no
 jemalloc-bg-thread - yes
 lazyfree-lazy-eviction - no
 lazyfree-lazy-expire - no
@@ -464,6 +467,11 @@ for _name, _alias in (
 # Strings Redis checks although Millrace does not use them.
 PARAMS["proc-title-template"].normalize = lambda v: _proc_title_template(v)
 PARAMS["locale-collate"].normalize = lambda v: _locale_collate(v)
+PARAMS["cluster-announce-hostname"].normalize = lambda v: _announced_hostname(v)
+PARAMS["cluster-announce-human-nodename"].normalize = lambda v: _announced_nodename(v)
+# Redis 8's deprecated_configs: a config file or command line may name them (any one value), they
+# set nothing there either; CONFIG GET does not list them and CONFIG SET does not know them.
+DEPRECATED = frozenset(("list-max-ziplist-entries", "list-max-ziplist-value", "lua-replicate-commands", "io-threads-do-reads"))
 
 
 def parse_value(param: Param, raw: str) -> object:
@@ -544,6 +552,47 @@ def _memory_or_percent(value: str) -> str:
     if memory is None:
         raise ConfigError("argument must be a memory or percent value")
     return str(memory)
+
+
+def propagation_error_panics(config, from_primary: bool) -> bool:
+    """propagation-error-behavior, as Redis's afterErrorReply: a read-only replica panics on a failed
+    command from its primary under `panic` or `panic-on-replicas`, an AOF load under `panic` only."""
+    behavior = config["propagation-error-behavior"]
+    if from_primary:
+        return behavior != "ignore" and bool(config["replica-read-only"])
+    return behavior == "panic"
+
+
+def _no_cluster(value: bool) -> bool:
+    if value:
+        raise ConfigError("cluster mode is not supported by Millrace: cluster-enabled must be no (replicas follow a primary with replicaof)")
+    return value
+
+
+def _no_client_eviction(value: str) -> str:
+    if value != "0":
+        raise ConfigError("client eviction is not supported by Millrace: maxmemory-clients must be 0 (client-output-buffer-limit and client-query-buffer-limit bound each client)")
+    return value
+
+
+_HOSTNAME = re.compile(r"[a-zA-Z0-9.-]*")
+_AUX_REFUSED = frozenset("!#$%&()*+:;<>?@[]^{|}~")
+
+
+def _announced_hostname(value: str) -> str:
+    """Redis's isValidAnnouncedHostname (cluster-announce-hostname)."""
+    if len(value.encode("utf-8", "surrogateescape")) >= 256:
+        raise ConfigError("Hostnames must be less than 256 characters")
+    if not _HOSTNAME.fullmatch(value):
+        raise ConfigError("Hostnames may only contain alphanumeric characters, hyphens or dots")
+    return value
+
+
+def _announced_nodename(value: str) -> str:
+    """Redis's isValidAnnouncedNodename (cluster-announce-human-nodename): isValidAuxString."""
+    if any(c in _AUX_REFUSED for c in value if not c.isalnum()):
+        raise ConfigError("Announced human node name contained invalid character")
+    return value
 
 
 def _oom_score_adj_values(value: str) -> str:

@@ -23,7 +23,7 @@ from protocol.reader import split_args
 from . import REDIS_VERSION, __version__, default_user, keyshared_sessions, output_limits, retention
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
-from .config import PARAMS, Config, ConfigError
+from .config import DEPRECATED, PARAMS, Config, ConfigError
 from .info import rss_bytes, sample_ops
 from .lag_watch import cron as lag_watch_cron
 from .notify import notify_expired
@@ -145,6 +145,8 @@ def build_config(config_file: str | None, directives: list[Directive]) -> Config
             except default_user.AclError as exc:
                 raise FatalConfigError(lineno, line, str(exc)) from None
             continue
+        if name in DEPRECATED and len(words) == 2:
+            continue  # as Redis 8: no effect there either
         param = PARAMS.get(name)
         if param is None:
             from .cli_help import suggestion
@@ -363,7 +365,8 @@ def _cron(server: Server) -> None:
 
 
 def _active_expire(server: Server, now: int) -> None:
-    """Expired keys removed within a quarter of the tick. Never on a replica: the primary's DELs
+    """Expired keys removed within a share of the tick (25 % + 2 % per active-expire-effort step above 1,
+    as Redis). Never on a replica: the primary's DELs
     remove them there (Redis runs activeExpireCycle on masters only)."""
     if not server.active_expire:
         return  # DEBUG SET-ACTIVE-EXPIRE 0
@@ -373,13 +376,15 @@ def _active_expire(server: Server, now: int) -> None:
     if server.pause is not None:
         return  # CLIENT PAUSE (either mode) pauses expiry: Redis's activeExpireCycle returns at once
     started = time.perf_counter()
-    deadline = started + 0.25 / server.config["hz"]
+    effort = server.config["active-expire-effort"] - 1  # Redis's activeExpireCycle: 0..9 scales its three knobs
+    keys_per_loop, time_share, acceptable_stale = 20 + 5 * effort, (25 + 2 * effort) / 100, 10 - effort
+    deadline = started + time_share / server.config["hz"]
     sampled = expired = 0
     stats = server.stats
     for db in server.keyspace.dbs:
         while db.expires:
             before = db.expire_sampled
-            removed, stale = db.expire_cycle(now)
+            removed, stale = db.expire_cycle(now, keys_per_loop, acceptable_stale=acceptable_stale)
             sampled += db.expire_sampled - before
             expired += len(removed)
             if removed:

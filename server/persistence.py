@@ -35,7 +35,7 @@ from storage.keyspace import Database
 
 from .client import LoadingClient
 from .commands.idmp import register_loaded as idmp_register_loaded
-from .config import ConfigError
+from .config import ConfigError, propagation_error_panics
 from .fork import fork, reap
 from .keyshared_sessions import register_loaded as keyshared_register_loaded
 
@@ -401,6 +401,10 @@ class Persistence:
                     failed += 1
                     if failed <= 10:
                         log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
+                    if propagation_error_panics(self.config, from_primary=False):
+                        log.critical("Guru Meditation: This server panicked sending an error to its AOF-loading-client after processing the command '%s'",
+                                     argv[0].decode(errors="replace").lower())
+                        os._exit(1)  # as Redis's serverPanic
                 if delay:
                     _debug_delay(delay)
                 replayed += 1

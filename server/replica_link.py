@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import deque
 
@@ -24,6 +25,7 @@ from protocol.reply import Error
 from storage.keyspace import Database
 
 from .client import LoadingClient
+from .config import propagation_error_panics
 
 log = logging.getLogger("millrace")
 
@@ -327,6 +329,9 @@ class MasterLink:
                 Database.expiry = previous  # "hide": to this server's own clients a key past its TTL is missing
         if type(reply) is Error:
             log.warning("A command from the primary failed: %s (%s)", reply, b" ".join(argv[:3]).decode(errors="replace"))
+            if propagation_error_panics(server.config, from_primary=True):
+                log.critical("Guru Meditation: This replica panicked sending an error to its master after processing the command '%s'", cmd.name)
+                os._exit(1)  # as Redis's serverPanic: no save, no cleanup
 
     def send_ack(self) -> None:
         """REPLCONF ACK <offset> FACK <offset fsynced to our AOF>."""

@@ -188,14 +188,15 @@ class Database:
             keys = [key for key in keys if key in data]
         return cursor, keys
 
-    def expire_cycle(self, now: int, keys_per_loop: int = 20, max_loops: int = 16) -> tuple[list[bytes], bool]:
+    def expire_cycle(self, now: int, keys_per_loop: int = 20, max_loops: int = 16, acceptable_stale: int = 25) -> tuple[list[bytes], bool]:
         """Active expiry, as Redis's activeExpireCycle: sample keys with a TTL, drop the expired.
 
         Each loop looks at the `keys_per_loop` oldest entries of the TTL table;
         a sampled key that is still alive is moved to the end of the table, so
         successive samples walk round all volatile keys without copying the
         table (dicts keep insertion order; delete+insert is O(1)). Loops repeat
-        while more than a quarter of a sample had expired, at most `max_loops`
+        while more than `acceptable_stale` percent of a sample had expired (the server passes Redis's
+        10 - (active-expire-effort - 1)), at most `max_loops`
         times. Returns the removed keys and whether the last sample was still
         that stale (the caller may spend more time while it is).
         """
@@ -216,7 +217,7 @@ class Database:
                     expired += 1
                 else:
                     expires[key] = when
-            stale = expired * 4 > len(sample)
+            stale = expired * 100 // len(sample) > acceptable_stale
             if expired:
                 # A dict leaves a hole where an entry was deleted, and iteration from the
                 # front walks over every hole; only inserts compact it. When expiry alone

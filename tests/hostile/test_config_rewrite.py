@@ -24,7 +24,7 @@ from tests.servers import DEBIAN_VERSION, ServerProcess, free_port, require_redi
 # mutable string parameters Millrace keeps as given (no parse of their own)
 STRINGS = [
     "requirepass", "replica-announce-ip", "tls-key-file-pass", "ignore-warnings",
-    "cluster-announce-hostname", "bind-source-addr", "tls-ciphers", "tls-client-key-file-pass",
+    "cluster-announce-ip", "bind-source-addr", "tls-ciphers", "tls-client-key-file-pass",
 ]
 SPECIAL = [
     b"",
