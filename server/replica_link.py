@@ -134,7 +134,9 @@ class MasterLink:
         self.attempts += 1
         self.total_attempts += 1
         log.info("Connecting to MASTER %s:%d", self.host, self.port)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), config["repl-timeout"])
+        source = config["bind-source-addr"]  # as Redis's connConnect: the link's own address, when set
+        connect = asyncio.open_connection(self.host, self.port, local_addr=(source, 0) if source else None)
+        reader, writer = await asyncio.wait_for(connect, config["repl-timeout"])
         self.writer = writer
         self.state = "handshake"  # Redis's ROLE from the first PING until PSYNC is answered
         log.info("MASTER <-> REPLICA sync started")

@@ -184,6 +184,28 @@ def test_a_link_cut_before_the_first_write_continues_partially(tmp_path):
             primary.stop()
 
 
+def test_bind_source_addr_is_the_links_address(tmp_path):
+    """bind-source-addr: the replica's link to its primary leaves from that address (the primary's INFO
+    shows it), in Redis and Millrace; Millrace accepted it and connected from 127.0.0.1."""
+    require_redis()
+    seen = {}
+    for kind in ("millrace", "redis"):
+        if kind == "redis":
+            primary = start_redis("--repl-diskless-sync-delay", "0")
+            replica = start_redis("--bind-source-addr", "127.0.0.2", "--replicaof", "127.0.0.1", str(primary.port))
+        else:
+            primary = start(tmp_path, "primary")
+            replica = replica_of(tmp_path, "replica", primary.port, "--bind-source-addr", "127.0.0.2")
+        try:
+            p = primary.client()
+            wait_for(lambda: info(p).get("slave0", {}).get("state") == "online")  # noqa: B023
+            seen[kind] = info(p)["slave0"]["ip"]
+        finally:
+            replica.stop()
+            primary.stop()
+    assert seen == {"millrace": "127.0.0.2", "redis": "127.0.0.2"}
+
+
 def test_a_cut_or_stalled_link_with_writes_in_flight(tmp_path):
     primary = start(tmp_path, "primary")
     proxy = Proxy(primary.port)
