@@ -18,14 +18,19 @@ import time
 import traceback
 from collections.abc import Callable
 
+from .process import OOM_BGCHILD, set_cpu_affinity, set_oom_score_adj
+
 PR_SET_PDEATHSIG = 1
 
 # INFO stats: forks made and how long the last one took the parent (us); CONFIG RESETSTAT zeroes both
 STATS = {"total_forks": 0, "latest_fork_usec": 0}
 
 
-def fork(work: Callable[[], None]) -> int:
-    """Run work() in a child process; its pid (exit status 0 if work returned, 1 if it raised)."""
+def fork(work: Callable[[], None], config=None, cpulist: str = "") -> int:
+    """Run work() in a child process; its pid (exit status 0 if work returned, 1 if it raised).
+
+    With `config`, the child takes the background child's OOM score and the CPUs of `cpulist`
+    (bgsave-cpulist, aof-rewrite-cpulist), as Redis's redisFork and its callers."""
     parent = os.getpid()
     start = time.perf_counter_ns()
     pid = os.fork()
@@ -40,6 +45,9 @@ def fork(work: Callable[[], None]) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         gc.disable()
+        if config is not None:
+            set_oom_score_adj(config, OOM_BGCHILD)
+            set_cpu_affinity(cpulist)
         work()
     except BaseException:
         traceback.print_exc()

@@ -28,7 +28,17 @@ from .info import rss_bytes, sample_ops
 from .lag_watch import cron as lag_watch_cron
 from .notify import notify_expired
 from .open_files import adjust_open_files_limit
-from .process import VERBOSE, PeriodicLog, daemonize, pidfile_path, remove_pidfile, startup_warnings, write_pidfile
+from .process import (
+    VERBOSE,
+    PeriodicLog,
+    daemonize,
+    pidfile_path,
+    remove_pidfile,
+    set_cpu_affinity,
+    set_oom_score_adj_for_role,
+    startup_warnings,
+    write_pidfile,
+)
 from .server import Server
 
 log = logging.getLogger("millrace")
@@ -509,6 +519,8 @@ def main(argv: list[str] | None = None) -> None:
     pidfile = pidfile_path(server.config)
     if pidfile:
         write_pidfile(pidfile)
+    set_oom_score_adj_for_role(server)  # as Redis's main(): the role's score, the server's CPUs
+    set_cpu_affinity(server.config["server-cpulist"])
     gc.freeze()
     try:
         import uvloop

@@ -110,3 +110,73 @@ def table_slots(keys: int) -> int:
     while slots < keys:
         slots *= 2
     return slots
+
+
+# -- the kernel's view of the process: OOM score and CPU affinity (Redis's setOOMScoreAdj, setcpuaffinity) --
+
+OOM_MASTER, OOM_REPLICA, OOM_BGCHILD = 0, 1, 2  # indexes into oom-score-adj-values
+OOM_FILE = "/proc/self/oom_score_adj"
+_oom_base: int | None = None  # the score before Millrace first set it (restored by `oom-score-adj no`)
+
+
+def set_oom_score_adj(config, process_class: int) -> bool:
+    """Write oom-score-adj-values[process_class] (added to the original score under `yes`/`relative`)
+    to /proc/self/oom_score_adj, or put the original back once the setting is `no`. False (logged)
+    when /proc refuses, as Redis's setOOMScoreAdj."""
+    global _oom_base
+    mode = config["oom-score-adj"]
+    try:
+        if mode != "no":
+            if _oom_base is None:
+                with open(OOM_FILE) as handle:
+                    _oom_base = int(handle.read())
+            value = int(config["oom-score-adj-values"].split()[process_class])
+            if mode == "yes":  # Redis's relative (shown as yes)
+                value += _oom_base
+            value = max(-1000, min(1000, value))
+        elif _oom_base is not None:
+            value, _oom_base = _oom_base, None
+        else:
+            return True
+        with open(OOM_FILE, "w") as handle:
+            handle.write(f"{value}\n")
+    except (OSError, ValueError) as exc:
+        log.warning("Unable to set oom_score_adj: %s", exc)
+        return False
+    return True
+
+
+def parse_cpulist(cpulist: str) -> set[int] | None:
+    """Redis's (util-linux's) cpu list: "0,2,3", "0,2-3", "0-20:2"; None when malformed."""
+    cpus: set[int] = set()
+    for part in cpulist.split(","):
+        bounds, _, step = part.partition(":")
+        low, dash, high = bounds.partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+            stride = int(step) if step else 1
+        except ValueError:
+            return None
+        if first < 0 or last < first or stride < 1:
+            return None
+        cpus.update(range(first, last + 1, stride))
+    return cpus
+
+
+def set_cpu_affinity(cpulist: str) -> None:
+    """server-cpulist, bgsave-cpulist, aof-rewrite-cpulist: bind this process to those CPUs. As Redis's
+    setcpuaffinity, an empty or malformed list changes nothing, and a refusal by the kernel is ignored."""
+    cpus = parse_cpulist(cpulist) if cpulist else None
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:
+            log.warning("Unable to set the CPU affinity to %s: %s", cpulist, exc)
+
+
+def set_oom_score_adj_for_role(server) -> bool:
+    """set_oom_score_adj for this server's role now (Redis's setOOMScoreAdj(-1))."""
+    replication = getattr(server, "replication", None)
+    replica = replication.master is not None if replication is not None else bool(server.config["replicaof"])
+    return set_oom_score_adj(server.config, OOM_REPLICA if replica else OOM_MASTER)

@@ -26,6 +26,7 @@ from storage.keyspace import Database
 
 from .client import LoadingClient
 from .config import propagation_error_panics
+from .process import set_oom_score_adj_for_role
 
 log = logging.getLogger("millrace")
 
@@ -420,6 +421,7 @@ def become_replica(server, host: str, port: int, failover: bool = False) -> None
     if server.replica_keys_with_expire is None:
         server.replica_keys_with_expire = set()  # except those its own clients write (replica-read-only no)
     replication.master = MasterLink(server, host, port, cached)
+    set_oom_score_adj_for_role(server)  # as Redis's replicationSetMaster
     replication.master.failover = failover
     server.update_refusing()
     if server.loop is not None:
@@ -462,6 +464,7 @@ def become_primary(server) -> None:
     server._propagated_db = -1
     server.update_refusing()
     log.info("MASTER MODE enabled (user request from '%s')", "REPLICAOF NO ONE")
+    set_oom_score_adj_for_role(server)  # as Redis's replicationUnsetMaster
 
 
 _UNLIMITED = 1 << 62  # proto-max-bulk-len and client-query-buffer-limit do not bind the primary's stream

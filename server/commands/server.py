@@ -19,6 +19,7 @@ from ..info import info_string, reset_stats
 from ..latency import threshold_ns as latency_threshold_ns
 from ..open_files import clients_that_fit
 from ..output_limits import normal_limits
+from ..process import set_oom_score_adj_for_role
 from ..protected import is_local
 from ..slowlog import threshold_ns as slowlog_threshold
 from .args import help_reply, to_float, to_int
@@ -278,6 +279,8 @@ def install_config_listeners(server) -> None:
             fits = clients_that_fit(value)
             if fits < value:
                 raise ConfigError(f"The operating system is not able to handle the specified number of clients, try with {fits}")
+        elif name in ("oom-score-adj", "oom-score-adj-values") and not set_oom_score_adj_for_role(server):
+            raise ConfigError("Failed to set current oom_score_adj. Check server logs.")
         elif name in ("notify-keyspace-events", "client-output-buffer-limit"):
             server.pubsub.config_changed(name)
             if name == "client-output-buffer-limit":
