@@ -731,7 +731,7 @@ def test_a_failed_fork_is_logged_and_never_raised(tmp_path, monkeypatch):
     server = build_server(["--port", str(free_port()), "--dir", str(tmp_path), "--save", ""])
     persistence = server.persistence
 
-    def no_fork(work):
+    def no_fork(work, *options):
         raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
 
     monkeypatch.setattr("server.persistence.fork", no_fork)
