@@ -173,11 +173,22 @@ class Database:
                 return key
         return None
 
-    def scan(self, cursor: int, count: int, now: int) -> tuple[int, list[bytes]]:
-        """One SCAN step over live keys; see storage/scan.py for the cursor's guarantee."""
+    def needs_scan_index(self, cursor: int) -> bool:
+        """Whether a SCAN step from cursor takes a new snapshot (storage/scan.py)."""
         index = self.scan_index
-        if cursor == 0 or index is None or index.data is not self.data:
+        return cursor == 0 or index is None or index.data is not self.data
+
+    def scan(self, cursor: int, count: int, now: int, fresh: ScanIndex | None = None) -> tuple[int, list[bytes]]:
+        """One SCAN step over live keys; see storage/scan.py for the cursor's guarantee. `fresh`: a
+        snapshot built for this step since it was asked for (ScanBuilder), used instead of a new one."""
+        if fresh is not None:
+            index = fresh
+            if fresh.data is self.data:
+                self.scan_index = fresh
+        elif self.needs_scan_index(cursor):
             index = self.scan_index = ScanIndex(self.data)
+        else:
+            index = self.scan_index
         cursor, keys = index.step(cursor, count)
         if cursor == 0:
             self.scan_index = None  # a finished iteration releases the snapshot

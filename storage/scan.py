@@ -26,13 +26,17 @@ the iteration may or may not be returned, and a key may come back twice
 
 Cost: O(n log n) at each SCAN 0 (C-speed sort, ~0.5 s per million keys),
 O(log n + count) per later step; the snapshot costs ~16 bytes per key and
-keeps deleted keys' names alive until the iteration ends or restarts.
+keeps deleted keys' names alive until the iteration ends or restarts. A big
+keyspace's snapshot is built by `ScanBuilder` a slice at a time (the SCAN
+command waits for it between other clients' events); it is the same index.
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from heapq import merge
+from itertools import islice
 
 HASH_OFFSET = 1 << 63
 
@@ -42,10 +46,10 @@ class ScanIndex:
 
     __slots__ = ("data", "keys", "hashes")
 
-    def __init__(self, data: dict) -> None:
+    def __init__(self, data: dict, keys: list[bytes] | None = None, hashes: array | None = None) -> None:
         self.data = data  # the dict snapshotted, to notice a swapped database
-        self.keys = sorted(data, key=hash)
-        self.hashes = array("q", map(hash, self.keys))
+        self.keys = sorted(data, key=hash) if keys is None else keys  # (keys: already in hash order)
+        self.hashes = array("q", map(hash, self.keys)) if hashes is None else hashes
 
     def step(self, cursor: int, count: int) -> tuple[int, list[bytes]]:
         """Keys from position `cursor` on (at least `count` unless at the end) and the next cursor."""
@@ -61,3 +65,48 @@ class ScanIndex:
         if end >= total:
             return 0, self.keys[start:]
         return hashes[end] + HASH_OFFSET, self.keys[start:end]
+
+
+class ScanBuilder:
+    """A ScanIndex built a bounded piece at a time, so that a big keyspace's SCAN 0 does not hold
+    the server for the whole sort: the keys are snapshotted at once (a C-level copy), sorted in
+    chunks, and the chunks merged. The snapshot is the one the module docstring's argument needs:
+    taken when the SCAN that asked for it ran. `step(work)` does about `work` keys' worth."""
+
+    CHUNK = 16384  # keys sorted per step (at C speed)
+
+    __slots__ = ("data", "todo", "chunks", "merged", "out", "hashes", "index")
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+        self.todo = list(data)
+        self.chunks: list[list[bytes]] = []
+        self.merged = None  # the merge of the sorted chunks, once every chunk is sorted
+        self.out: list[bytes] = []
+        self.hashes = array("q")  # out's hashes, extended as out grows
+        self.index: ScanIndex | None = None  # set when done
+
+    def step(self, work: int) -> bool:
+        """About `work` keys sorted or merged; True once the index is built."""
+        if self.index is not None:
+            return True
+        todo = self.todo
+        while todo and work > 0:
+            chunk = todo[-self.CHUNK:]
+            del todo[-self.CHUNK:]
+            self.chunks.append(sorted(chunk, key=hash))
+            work -= len(chunk)
+        if todo or work <= 0:
+            return False
+        if self.merged is None:
+            chunks = self.chunks
+            self.merged = merge(*chunks, key=hash) if len(chunks) > 1 else iter(chunks[0] if chunks else ())
+            self.chunks = []
+        piece = list(islice(self.merged, work))
+        self.out += piece
+        self.hashes.extend(map(hash, piece))
+        if len(piece) < work:
+            self.index = ScanIndex(self.data, self.out, self.hashes)
+            self.merged = None
+            return True
+        return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from storage.keyspace import Database, Keyspace
-from storage.scan import ScanIndex
+from storage.scan import ScanBuilder, ScanIndex
 
 NOW = 1_000_000
 
@@ -209,3 +209,17 @@ def test_expire_cycle_compaction_keeps_every_live_ttl():
     assert db.expires is not table  # compacted at least once on the way
     assert db.expires == {b"k%d" % i: NOW + 10**6 for i in range(0, 6000, 10)}
     assert set(db.data) == set(db.expires)
+
+
+def test_a_sliced_snapshot_is_the_sorted_one():
+    """ScanBuilder (SCAN 0 on a big keyspace, sorted in slices) ends with the index ScanIndex sorts at
+    once, whatever the size and however much work each step is given."""
+    rng = random.Random(5)
+    for size in (0, 1, 2, 17, ScanBuilder.CHUNK - 1, ScanBuilder.CHUNK, ScanBuilder.CHUNK + 1, 3 * ScanBuilder.CHUNK + 5):
+        data = {b"k%d" % rng.randrange(10**9): None for _ in range(size)}
+        builder, steps = ScanBuilder(data), 0
+        while not builder.step(rng.choice((1, 7, 1000, ScanBuilder.CHUNK, 10**9))):
+            steps += 1
+        whole = ScanIndex(data)
+        assert builder.index.keys == whole.keys and builder.index.hashes == whole.hashes and builder.index.data is data, size
+        assert builder.step(1)  # done stays done

@@ -13,8 +13,10 @@ import re
 from protocol.errors import NO_SUCH_KEY, SYNTAX, ReplyError, arg_text
 from protocol.reply import OK, Simple
 from storage.keyspace import type_name
+from storage.scan import ScanBuilder
 
-from ..command import command, container
+from ..blocking import Block
+from ..command import COMMANDS, command, container
 from .args import LLONG_MAX, LLONG_MIN, help_reply, int32_arg, read_lookup, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
@@ -134,8 +136,43 @@ def scan(ctx, argv):
             raise ReplyError(SYNTAX)
     if kind is not None and kind not in TYPE_NAMES:
         return [b"0", []]  # Redis 7.x answers an unknown type name with an empty iteration
-    db, now = ctx.db, ctx.server.now
-    cursor, found = db.scan(cursor, count, now)
+    db = ctx.db
+    if len(db.data) > SLICED_SCAN_KEYS and db.needs_scan_index(cursor) and ctx.multi is None and not ctx.in_exec and not ctx.loading:
+        return _scan_after_snapshot(ctx.server, db, lambda index: _scan_step(ctx.server, db, cursor, count, match, kind, index))
+    return _scan_step(ctx.server, db, cursor, count, match, kind, None)
+
+
+SLICED_SCAN_KEYS = 65536  # a bigger keyspace's snapshot is sorted a slice at a time, the caller waiting
+SCAN_SLICE_KEYS = 16384  # keys sorted or merged per event-loop turn (~5-10 ms)
+SCAN_KEY = b"\x00scan"  # the pseudo key a SCAN waiting for its snapshot blocks on
+
+
+def _scan_after_snapshot(server, db, reply) -> Block:
+    """SCAN on a big keyspace: the snapshot sorted in slices between other clients' events (Redis's
+    SCAN never holds the server: its cursor walks the hash table). The caller waits, as a blocked
+    client, and gets its reply once the snapshot is ready; CLIENT UNBLOCK finishes it at once."""
+    builder = ScanBuilder(db.data)
+    key = SCAN_KEY + b"%d" % id(builder)
+
+    def work() -> None:
+        if builder.step(SCAN_SLICE_KEYS):
+            server.blocking.touch(db.id, key)
+            server.serve_ready()
+        else:
+            server.loop.call_soon(work)
+
+    def at_once():
+        while not builder.step(1 << 62):
+            pass
+        return reply(builder.index)
+
+    server.loop.call_soon(work)
+    return Block([key], 0, lambda: reply(builder.index) if builder.index is not None else None, on_timeout=at_once)
+
+
+def _scan_step(server, db, cursor: int, count: int, match: bytes | None, kind: bytes | None, fresh) -> list:
+    now = server.now
+    cursor, found = db.scan(cursor, count, now, fresh)
     if match is not None:
         from storage.glob import compile_pattern
 
@@ -145,6 +182,9 @@ def scan(ctx, argv):
         data = db.data
         found = [key for key in found if type_name(data[key]).encode() == kind]
     return [b"%d" % cursor, found]
+
+
+COMMANDS[b"scan"].blocking = True  # may wait for its snapshot; not a Redis flag, so not in COMMAND INFO
 
 
 @command("randomkey", 1, "readonly", group="generic", summary="Returns a random key name from the database.")
