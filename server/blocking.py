@@ -39,6 +39,9 @@ class Block:
     # XREAD: each key's last ID when it blocked, what its `$` stood for. Redis rewrites `$` so in the
     # blocked command's argv, and a woken XREAD that CLIENT PAUSE postpones runs again with them.
     last_ids: list | None = None
+    # Millrace's own wait, not a blocking command (SCAN's snapshot sorted in slices): Redis's client would
+    # not be waiting, so INFO, CLIENT LIST, CLIENT UNBLOCK and CLIENT PAUSE do not see it; Server.finish_wait ends it
+    internal: bool = False
 
     def timeout_reply(self):
         """The reply when the wait ends without attempt() succeeding (timeout, CLIENT UNBLOCK, MULTI):
@@ -77,7 +80,7 @@ class BlockingManager:
     def park(self, block: Block) -> None:
         for key in dict.fromkeys(block.keys):
             self.waiters.setdefault((block.db, key), {})[block] = None
-        self.count += 1
+        self.count += not block.internal
 
     def unpark(self, block: Block) -> None:
         for key in dict.fromkeys(block.keys):
@@ -86,7 +89,7 @@ class BlockingManager:
                 queue.pop(block, None)
                 if not queue:
                     del self.waiters[(block.db, key)]
-        self.count -= 1
+        self.count -= not block.internal
         if block.timer is not None:
             block.timer.cancel()
             block.timer = None

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ReplyError
+from protocol.reply import Error
 from storage.glob import compile_pattern
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
@@ -554,9 +555,12 @@ def _memory_or_percent(value: str) -> str:
     return str(memory)
 
 
-def propagation_error_panics(config, from_primary: bool) -> bool:
+def propagation_error_panics(config, from_primary: bool, reply) -> bool:
     """propagation-error-behavior, as Redis's afterErrorReply: a read-only replica panics on a failed
-    command from its primary under `panic` or `panic-on-replicas`, an AOF load under `panic` only."""
+    command from its primary under `panic` or `panic-on-replicas`, an AOF load under `panic` only.
+    `reply`: the command's, an error or an EXEC's array holding one (Redis checks each error sent)."""
+    if type(reply) is not Error and not (type(reply) is list and any(type(item) is Error for item in reply)):
+        return False
     behavior = config["propagation-error-behavior"]
     if from_primary:
         return behavior != "ignore" and bool(config["replica-read-only"])

@@ -474,6 +474,7 @@ def reset_stats(server) -> None:
         cmd.calls = cmd.duration_ns = cmd.failed_calls = cmd.rejected_calls = 0
         cmd.latency_hist.clear()
     server.reads_processed = server.writes_processed = 0
+    server.lazyfree.freed = 0  # Redis's lazyfreeResetStats
     server.net_input_bytes = server.net_output_bytes = 0
     server.ops_samples.clear()
     server.memory_peak = 0

@@ -401,10 +401,10 @@ class Persistence:
                     failed += 1
                     if failed <= 10:
                         log.warning("AOF %s: a replayed command failed before offset %d: %s", path, end, reply)
-                    if propagation_error_panics(self.config, from_primary=False):
-                        log.critical("Guru Meditation: This server panicked sending an error to its AOF-loading-client after processing the command '%s'",
-                                     argv[0].decode(errors="replace").lower())
-                        os._exit(1)  # as Redis's serverPanic
+                if propagation_error_panics(self.config, False, reply):
+                    log.critical("Guru Meditation: This server panicked sending an error to its AOF-loading-client after processing the command '%s'",
+                                 argv[0].decode(errors="replace").lower())
+                    os._exit(1)  # as Redis's serverPanic
                 if delay:
                     _debug_delay(delay)
                 replayed += 1

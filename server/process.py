@@ -146,6 +146,9 @@ def set_oom_score_adj(config, process_class: int) -> bool:
     return True
 
 
+CPU_SETSIZE = 1024  # glibc's cpu_set_t: Redis's setcpuaffinity cannot name a CPU beyond it
+
+
 def parse_cpulist(cpulist: str) -> set[int] | None:
     """Redis's (util-linux's) cpu list: "0,2,3", "0,2-3", "0-20:2"; None when malformed."""
     cpus: set[int] = set()
@@ -160,7 +163,7 @@ def parse_cpulist(cpulist: str) -> set[int] | None:
             return None
         if first < 0 or last < first or stride < 1:
             return None
-        cpus.update(range(first, last + 1, stride))
+        cpus.update(range(first, min(last, CPU_SETSIZE - 1) + 1, stride))  # CPU_SET ignores the rest
     return cpus
 
 

@@ -332,9 +332,9 @@ class MasterLink:
                 Database.expiry = previous  # "hide": to this server's own clients a key past its TTL is missing
         if type(reply) is Error:
             log.warning("A command from the primary failed: %s (%s)", reply, b" ".join(argv[:3]).decode(errors="replace"))
-            if propagation_error_panics(server.config, from_primary=True):
-                log.critical("Guru Meditation: This replica panicked sending an error to its master after processing the command '%s'", cmd.name)
-                os._exit(1)  # as Redis's serverPanic: no save, no cleanup
+        if propagation_error_panics(server.config, True, reply):
+            log.critical("Guru Meditation: This replica panicked sending an error to its master after processing the command '%s'", cmd.name)
+            os._exit(1)  # as Redis's serverPanic: no save, no cleanup
 
     def send_ack(self) -> None:
         """REPLCONF ACK <offset> FACK <offset fsynced to our AOF>."""
@@ -440,7 +440,7 @@ def _disconnect_blocked_clients(server) -> None:
 
     for client in list(server.clients.values()):
         block = client.blocked
-        if block is None or is_postponed(block):
+        if block is None or is_postponed(block) or block.internal:
             continue
         client.pending.clear()
         client.close_after_reply = True

@@ -718,6 +718,11 @@ class Server:
             self.blocking.ready.add((block.db, key))
         self.serve_ready()  # reschedules the wake-up if the block keeps waiting
 
+    def finish_wait(self, block: Block) -> None:
+        """End an internal wait (Block.internal) with its reply, if its client still waits on it."""
+        if block.client is not None and block.client.blocked is block:
+            self.unblock(block, block.attempt())
+
     def timeout_block(self, block: Block) -> None:
         block.timer = None
         self.unblock(block, block.timeout_reply())

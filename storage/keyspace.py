@@ -25,7 +25,7 @@ def type_name(value: object) -> str:
 
 
 class Database:
-    __slots__ = ("id", "data", "expires", "expired", "scan_index", "expire_holes", "expire_sampled")
+    __slots__ = ("id", "data", "expires", "expired", "scan_index", "scan_taken", "expire_holes", "expire_sampled")
 
     def __init__(self, id: int) -> None:
         self.id = id
@@ -33,6 +33,7 @@ class Database:
         self.expires: dict[bytes, int] = {}  # key -> absolute unix time in ms
         self.expired: list[bytes] = []  # removed by lazy expiry, to propagate as DEL
         self.scan_index: ScanIndex | None = None  # SCAN's snapshot, see storage/scan.py
+        self.scan_taken = 0  # the newest snapshot ever installed here (a sliced one finishing late is older)
         self.expire_holes = 0  # entries active expiry deleted from the TTL table since it was last compacted
         self.expire_sampled = 0  # keys active expiry has looked at, in all (INFO expired_stale_perc)
 
@@ -183,10 +184,11 @@ class Database:
         snapshot built for this step since it was asked for (ScanBuilder), used instead of a new one."""
         if fresh is not None:
             index = fresh
-            if fresh.data is self.data:
-                self.scan_index = fresh
+            if fresh.data is self.data and fresh.taken > self.scan_taken:  # never an older one (storage/scan.py)
+                self.scan_index, self.scan_taken = fresh, fresh.taken
         elif self.needs_scan_index(cursor):
             index = self.scan_index = ScanIndex(self.data)
+            self.scan_taken = index.taken
         else:
             index = self.scan_index
         cursor, keys = index.step(cursor, count)

@@ -36,18 +36,20 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from heapq import merge
-from itertools import islice
+from itertools import count, islice
 
 HASH_OFFSET = 1 << 63
+_TAKEN = count(1)  # snapshots in the order they were taken: a database installs only newer ones
 
 
 class ScanIndex:
     """The keys of one dict at one moment, sorted by hash."""
 
-    __slots__ = ("data", "keys", "hashes")
+    __slots__ = ("data", "keys", "hashes", "taken")
 
-    def __init__(self, data: dict, keys: list[bytes] | None = None, hashes: array | None = None) -> None:
+    def __init__(self, data: dict, keys: list[bytes] | None = None, hashes: array | None = None, taken: int = 0) -> None:
         self.data = data  # the dict snapshotted, to notice a swapped database
+        self.taken = taken or next(_TAKEN)  # when the snapshot was taken (ScanBuilder's: at its start)
         self.keys = sorted(data, key=hash) if keys is None else keys  # (keys: already in hash order)
         self.hashes = array("q", map(hash, self.keys)) if hashes is None else hashes
 
@@ -75,10 +77,11 @@ class ScanBuilder:
 
     CHUNK = 16384  # keys sorted per step (at C speed)
 
-    __slots__ = ("data", "todo", "chunks", "merged", "out", "hashes", "index")
+    __slots__ = ("data", "todo", "chunks", "merged", "out", "hashes", "index", "taken")
 
     def __init__(self, data: dict) -> None:
         self.data = data
+        self.taken = next(_TAKEN)
         self.todo = list(data)
         self.chunks: list[list[bytes]] = []
         self.merged = None  # the merge of the sorted chunks, once every chunk is sorted
@@ -106,7 +109,7 @@ class ScanBuilder:
         self.out += piece
         self.hashes.extend(map(hash, piece))
         if len(piece) < work:
-            self.index = ScanIndex(self.data, self.out, self.hashes)
+            self.index = ScanIndex(self.data, self.out, self.hashes, self.taken)
             self.merged = None
             return True
         return False

@@ -35,7 +35,7 @@ def client_flags(client) -> str:
         flags += "P"
     if client.multi is not None:
         flags += "x"
-    if client.blocked is not None:
+    if client.blocked is not None and not client.blocked.internal:
         flags += "b"
     tracking = client.tracking
     if tracking is not None:
@@ -307,7 +307,7 @@ def client_unblock(ctx, argv):
             raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
     target = ctx.server.clients.get(to_int(argv[2]))
     block = getattr(target, "blocked", None)
-    if block is None or is_postponed(block):  # CLIENT PAUSE's waiters are not unblockable
+    if block is None or is_postponed(block) or block.internal:  # CLIENT PAUSE's waiters, SCAN's snapshot: not unblockable
         return 0
     server = ctx.server
     if as_error:

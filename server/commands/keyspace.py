@@ -138,41 +138,37 @@ def scan(ctx, argv):
         return [b"0", []]  # Redis 7.x answers an unknown type name with an empty iteration
     db = ctx.db
     if len(db.data) > SLICED_SCAN_KEYS and db.needs_scan_index(cursor) and ctx.multi is None and not ctx.in_exec and not ctx.loading:
-        return _scan_after_snapshot(ctx.server, db, lambda index: _scan_step(ctx.server, db, cursor, count, match, kind, index))
+        return _scan_after_snapshot(ctx.server, db, lambda index: _scan_step(ctx.server, db, cursor, count, match, kind, index, True))
     return _scan_step(ctx.server, db, cursor, count, match, kind, None)
 
 
 SLICED_SCAN_KEYS = 65536  # a bigger keyspace's snapshot is sorted a slice at a time, the caller waiting
 SCAN_SLICE_KEYS = 16384  # keys sorted or merged per event-loop turn (~5-10 ms)
-SCAN_KEY = b"\x00scan"  # the pseudo key a SCAN waiting for its snapshot blocks on
 
 
 def _scan_after_snapshot(server, db, reply) -> Block:
     """SCAN on a big keyspace: the snapshot sorted in slices between other clients' events (Redis's
-    SCAN never holds the server: its cursor walks the hash table). The caller waits, as a blocked
-    client, and gets its reply once the snapshot is ready; CLIENT UNBLOCK finishes it at once."""
+    SCAN never holds the server: its cursor walks the hash table). The caller waits, on an internal
+    wait that Redis's client would not be in (not a blocked client to INFO, CLIENT LIST, CLIENT
+    UNBLOCK or CLIENT PAUSE), and gets its reply once the snapshot is ready."""
     builder = ScanBuilder(db.data)
-    key = SCAN_KEY + b"%d" % id(builder)
+    block = Block([], 0, lambda: reply(builder.index), internal=True)
 
     def work() -> None:
         if builder.step(SCAN_SLICE_KEYS):
-            server.blocking.touch(db.id, key)
-            server.serve_ready()
+            server.finish_wait(block)
         else:
             server.loop.call_soon(work)
 
-    def at_once():
-        while not builder.step(1 << 62):
-            pass
-        return reply(builder.index)
-
     server.loop.call_soon(work)
-    return Block([key], 0, lambda: reply(builder.index) if builder.index is not None else None, on_timeout=at_once)
+    return block
 
 
-def _scan_step(server, db, cursor: int, count: int, match: bytes | None, kind: bytes | None, fresh) -> list:
+def _scan_step(server, db, cursor: int, count: int, match: bytes | None, kind: bytes | None, fresh, woken: bool = False) -> list:
     now = server.now
     cursor, found = db.scan(cursor, count, now, fresh)
+    if woken and db.expired:  # run outside execute(), which propagates a command's expired keys
+        server.propagate_expired(db)
     if match is not None:
         from storage.glob import compile_pattern
 
@@ -230,6 +226,17 @@ def _flush_mode(argv: list[bytes]) -> None:
         raise ReplyError(SYNTAX)
 
 
+def _flush(ctx, argv: list[bytes], db) -> None:
+    """Empty db as Redis 8: in the background (here: a slice at a time after the reply, counted in
+    INFO's lazyfreed_objects), unless a synchronous flush comes from a client that cannot wait
+    (inside MULTI/EXEC, or replayed while loading), which Redis frees at once and does not count."""
+    mode = argv[1].lower() if len(argv) == 2 else (b"async" if ctx.server.config["lazyfree-lazy-user-flush"] else b"sync")
+    if mode == b"sync" and (ctx.multi is not None or ctx.in_exec or ctx.loading):
+        db.flush()
+    else:
+        ctx.server.lazyfree.free(*db.detach())
+
+
 @command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.",
          complexity="O(N) where N is the total number of keys in all databases")
 def flushall(ctx, argv):
@@ -241,8 +248,8 @@ def flushall(ctx, argv):
     if server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
         server.tracking.invalidate_on_flush(ctx, argv)
     server.dirty += sum(len(db.data) for db in server.keyspace.dbs)  # Redis counts the keys removed (server/dirty.py)
-    for db in server.keyspace.dbs:  # freed after the reply, a slice at a time (server/lazyfree.py)
-        server.lazyfree.free(*db.detach())
+    for db in server.keyspace.dbs:
+        _flush(ctx, argv, db)
     if server.persistence is not None and server.config["save"] and not ctx.loading:
         # as Redis: with save points set, the emptied dataset is saved at once, so an old
         # snapshot cannot bring the keys back after a restart
@@ -259,7 +266,7 @@ def flushdb(ctx, argv):
     if ctx.server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
         ctx.server.tracking.invalidate_on_flush(ctx, argv)
     ctx.server.dirty += len(ctx.db.data)  # the keys removed, as FLUSHALL
-    ctx.server.lazyfree.free(*ctx.db.detach())  # freed after the reply, a slice at a time
+    _flush(ctx, argv, ctx.db)
     return OK, [[b"FLUSHDB"]]
 
 
