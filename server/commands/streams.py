@@ -474,7 +474,7 @@ def _read(ctx, keys: list[bytes], after: list[int], count: int, caps: ReadCaps |
             gt = last - 1
         if last > gt:
             if not caps:
-                found.append((key, entries_reply(value.range(gt + 1, MAX_ID, count or None))))
+                found.append((key, range_reply(value, gt + 1, MAX_ID, count or None, False)))  # XRANGE's encoded path
                 continue
             entries = value.range(gt + 1, MAX_ID, caps.count(count) or None)
             take = caps.fit(key, [(format_id(entry_id), fields) for entry_id, fields in entries])
