@@ -446,6 +446,12 @@ class Client(asyncio.Protocol):
         elif self.close_after_reply:
             self.send([])
 
+    @property
+    def cannot_block(self) -> bool:
+        """Redis's client that cannot wait: inside MULTI/EXEC or loading (AOF, a replica's primary).
+        A command that would wait answers at once instead (Server.block, SCAN, FLUSHALL SYNC)."""
+        return self.multi is not None or self.in_exec or self.loading
+
     def resume(self, reply) -> None:
         """Called when the Block this client waited on is served or times out."""
         self.blocked = None

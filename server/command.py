@@ -102,11 +102,13 @@ def command(
     since: str = "1.0.0",
     complexity: str | None = "O(1)",
     loading_max_args: int = 0,
+    waits: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Declare a command (or `parent|sub` subcommand) and register its handler.
 
     `loading_max_args`: a longer argc accepted from loading/replica clients only, for a write
-    whose effect carries options clients may not send.
+    whose effect carries options clients may not send. `waits`: the handler may return a Block
+    without being a Redis blocking command (SCAN waiting for its snapshot; COMMAND INFO unchanged).
     """
 
     def register(handler: Callable | None) -> Callable | None:
@@ -123,7 +125,7 @@ def command(
             since=since,
             complexity=complexity,
             write="write" in flagset,
-            blocking="blocking" in flagset,
+            blocking="blocking" in flagset or waits,
             min_args=abs(arity),
             max_args=arity if arity > 0 else 2**31,
             loading_max_args=loading_max_args,

@@ -180,6 +180,6 @@ def set_cpu_affinity(cpulist: str) -> None:
 
 def set_oom_score_adj_for_role(server) -> bool:
     """set_oom_score_adj for this server's role now (Redis's setOOMScoreAdj(-1))."""
-    replication = getattr(server, "replication", None)
+    replication = server.replication  # None in a server built in-process: its config says the role
     replica = replication.master is not None if replication is not None else bool(server.config["replicaof"])
     return set_oom_score_adj(server.config, OOM_REPLICA if replica else OOM_MASTER)

@@ -676,7 +676,7 @@ class Server:
         """Park client on block's keys, or answer at once where Redis never blocks."""
         if block.effects:
             self.after_write(client.db.id, block.effects)
-        if client.multi is not None or client.in_exec or client.loading:
+        if client.cannot_block:
             result = block.attempt()
             if result is None:
                 reply = block.timeout_reply()

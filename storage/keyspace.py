@@ -115,9 +115,7 @@ class Database:
         return self.expires.pop(key, None) is not None
 
     def flush(self) -> None:
-        self.data.clear()
-        self.expires.clear()
-        self.scan_index = None
+        self.detach()  # the old tables go with the returned tuple
 
     def detach(self) -> tuple[dict, dict]:
         """Empty the database by handing its key and TTL tables to the caller, who frees them

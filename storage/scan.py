@@ -102,8 +102,7 @@ class ScanBuilder:
         if todo or work <= 0:
             return False
         if self.merged is None:
-            chunks = self.chunks
-            self.merged = merge(*chunks, key=hash) if len(chunks) > 1 else iter(chunks[0] if chunks else ())
+            self.merged = merge(*self.chunks, key=hash)
             self.chunks = []
         piece = list(islice(self.merged, work))
         self.out += piece

@@ -57,6 +57,32 @@ def test_oom_score_adj_follows_the_setting_and_the_role():
     assert story == [10, (b"OK", 20), (b"OK", 300), (b"OK", 20), (b"OK", base + 20), (b"OK", base)]
 
 
+def _relative_story(proc) -> list:
+    """Started with `no`; its score set to 100 from outside; then `yes` (relative: 100 + 10) and `no`
+    (the 100 it found back)."""
+    with open(f"/proc/{proc.proc.pid}/oom_score_adj", "w") as handle:
+        handle.write("100\n")
+    conn = RawConn(proc.port)
+    try:
+        return [(conn.call("CONFIG", "SET", "oom-score-adj", value), _oom(proc)) for value in ("yes", "no")]
+    finally:
+        conn.close()
+
+
+def test_relative_oom_score_adj_adds_to_the_score_found():
+    require_redis()
+    if os.geteuid() != 0:
+        pytest.skip("writing another process's score needs CAP_SYS_RESOURCE")
+    stories = {}
+    for kind, start in (("millrace", start_millrace), ("redis", start_redis)):
+        proc = start("--oom-score-adj-values", "10 200 800")
+        try:
+            stories[kind] = _relative_story(proc)
+        finally:
+            proc.stop()
+    assert stories["millrace"] == stories["redis"] == [(b"OK", 110), (b"OK", 100)]
+
+
 def test_server_cpulist_binds_the_server():
     require_redis()
     if len(os.sched_getaffinity(0)) < 2:
@@ -77,4 +103,5 @@ def test_cpulists_parse_as_redis():
     assert parse_cpulist("0,2,3") == {0, 2, 3}
     assert parse_cpulist("0,2-3") == {0, 2, 3}
     assert parse_cpulist("0-20:2") == set(range(0, 21, 2))
+    assert parse_cpulist("0-5000") == set(range(1024))  # as Redis's cpu_set_t: no CPU past 1023
     assert parse_cpulist("3-1") is None and parse_cpulist("a") is None and parse_cpulist("1-2:0") is None

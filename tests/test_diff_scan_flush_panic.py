@@ -18,6 +18,19 @@ from tests.servers import require_redis, start_millrace, start_redis
 BIG = 100_000  # more keys than SLICED_SCAN_KEYS (65,536): SCAN 0 waits for a sliced snapshot
 
 
+def on_each(story, *args: str) -> dict:
+    """story(proc) on a fresh Millrace and a fresh Redis 8.2.3 started with args: {"millrace": ..., "redis": ...}."""
+    require_redis()
+    seen = {}
+    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
+        proc = start(*args)
+        try:
+            seen[name] = story(proc)
+        finally:
+            proc.stop()
+    return seen
+
+
 def _fill(conn: RawConn, n: int, prefix: str = "k") -> None:
     requests = []
     for start in range(0, n, 1000):
@@ -115,14 +128,7 @@ def test_keys_a_sliced_scan_expires_are_propagated_at_once():
     """The waiting SCAN's reply is computed in serve_ready (from the builder's callback), where no one
     calls propagate_expired: the keys its lookups removed get no DEL, no `expired` event and no
     expired_keys count until some later command runs in that database. Redis: all at once."""
-    require_redis()
-    seen = {}
-    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
-        proc = start("--save", "", "--enable-debug-command", "yes")
-        try:
-            seen[name] = _expired_by_a_big_scan(proc)
-        finally:
-            proc.stop()
+    seen = on_each(_expired_by_a_big_scan, "--save", "", "--enable-debug-command", "yes")
     assert seen == {"millrace": (2000, 2000), "redis": (2000, 2000)}
 
 
@@ -145,14 +151,7 @@ def _scan_unblocked_with_error(proc):
 def test_client_unblock_error_does_not_turn_a_scan_into_an_error():
     """SCAN never blocks in Redis: CLIENT UNBLOCK <id> ERROR answers 0 and the SCAN its keys. Millrace
     answers 1 and the SCAN gets `-UNBLOCKED client unblocked via CLIENT UNBLOCK`."""
-    require_redis()
-    seen = {}
-    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
-        proc = start("--save", "")
-        try:
-            seen[name] = _scan_unblocked_with_error(proc)
-        finally:
-            proc.stop()
+    seen = on_each(_scan_unblocked_with_error, "--save", "")
     assert seen["millrace"][1] == "list"
     assert seen["millrace"] == seen["redis"] == (0, "list")
 
@@ -180,14 +179,7 @@ def test_lazyfreed_objects_as_redis_in_multi_and_after_resetstat():
     """Redis 8.2.3 frees a FLUSHALL inside MULTI (a client that cannot block) synchronously, so
     lazyfreed_objects does not count it, and CONFIG RESETSTAT zeroes lazyfreed_objects
     (lazyfreeResetStats). Millrace: [1000, 2000, 2000]; Redis: [1000, 1000, 0]."""
-    require_redis()
-    seen = {}
-    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
-        proc = start("--save", "")
-        try:
-            seen[name] = _lazyfree_story(proc)
-        finally:
-            proc.stop()
+    seen = on_each(_lazyfree_story, "--save", "")
     assert seen["redis"] == [1000, 1000, 0]
     assert seen["millrace"] == seen["redis"]
 

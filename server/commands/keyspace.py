@@ -16,7 +16,7 @@ from storage.keyspace import type_name
 from storage.scan import ScanBuilder
 
 from ..blocking import Block
-from ..command import COMMANDS, command, container
+from ..command import command, container
 from .args import LLONG_MAX, LLONG_MIN, help_reply, int32_arg, read_lookup, to_int
 
 # The names TYPE answers and SCAN ... TYPE accepts (Redis's obj_type_name).
@@ -102,7 +102,8 @@ def parse_cursor(arg: bytes) -> int:
 
 @command("scan", -2, "readonly", group="generic", since="2.8.0",
          summary="Iterates over the key names in the database.",
-         complexity="O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.")
+         complexity="O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection.",
+         waits=True)
 def scan(ctx, argv):
     """SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] -> [next cursor, keys].
 
@@ -137,7 +138,7 @@ def scan(ctx, argv):
     if kind is not None and kind not in TYPE_NAMES:
         return [b"0", []]  # Redis 7.x answers an unknown type name with an empty iteration
     db = ctx.db
-    if len(db.data) > SLICED_SCAN_KEYS and db.needs_scan_index(cursor) and ctx.multi is None and not ctx.in_exec and not ctx.loading:
+    if len(db.data) > SLICED_SCAN_KEYS and db.needs_scan_index(cursor) and not ctx.cannot_block:
         return _scan_after_snapshot(ctx.server, db, lambda index: _scan_step(ctx.server, db, cursor, count, match, kind, index, True))
     return _scan_step(ctx.server, db, cursor, count, match, kind, None)
 
@@ -180,9 +181,6 @@ def _scan_step(server, db, cursor: int, count: int, match: bytes | None, kind: b
     return [b"%d" % cursor, found]
 
 
-COMMANDS[b"scan"].blocking = True  # may wait for its snapshot; not a Redis flag, so not in COMMAND INFO
-
-
 @command("randomkey", 1, "readonly", group="generic", summary="Returns a random key name from the database.")
 def randomkey(ctx, argv):
     """RANDOMKEY -> a random live key, or nil when the database is empty."""
@@ -221,27 +219,28 @@ def renamenx(ctx, argv):
     return _rename(ctx, argv, nx=True)
 
 
-def _flush_mode(argv: list[bytes]) -> None:
+def _flush_lazily(ctx, argv: list[bytes]) -> bool:
+    """FLUSHALL/FLUSHDB [ASYNC | SYNC]: whether the old keys are freed as Redis 8 frees them, in the
+    background (here: a slice at a time after the reply, counted in INFO's lazyfreed_objects). Not a
+    synchronous flush from a client that cannot wait (MULTI/EXEC, loading): Redis frees that at once."""
     if len(argv) > 2 or (len(argv) == 2 and argv[1].lower() not in (b"sync", b"async")):
         raise ReplyError(SYNTAX)
-
-
-def _flush(ctx, argv: list[bytes], db) -> None:
-    """Empty db as Redis 8: in the background (here: a slice at a time after the reply, counted in
-    INFO's lazyfreed_objects), unless a synchronous flush comes from a client that cannot wait
-    (inside MULTI/EXEC, or replayed while loading), which Redis frees at once and does not count."""
     mode = argv[1].lower() if len(argv) == 2 else (b"async" if ctx.server.config["lazyfree-lazy-user-flush"] else b"sync")
-    if mode == b"sync" and (ctx.multi is not None or ctx.in_exec or ctx.loading):
-        db.flush()
+    return mode == b"async" or not ctx.cannot_block
+
+
+def _flush(server, db, lazily: bool) -> None:
+    if lazily:
+        server.lazyfree.free(*db.detach())
     else:
-        ctx.server.lazyfree.free(*db.detach())
+        db.flush()
 
 
 @command("flushall", -1, "write", group="server", summary="Removes all keys from all databases.",
          complexity="O(N) where N is the total number of keys in all databases")
 def flushall(ctx, argv):
     """FLUSHALL [ASYNC | SYNC]"""
-    _flush_mode(argv)
+    lazily = _flush_lazily(ctx, argv)
     server = ctx.server
     for db in server.keyspace.dbs:
         server.touch_watched_db(db.id)
@@ -249,7 +248,7 @@ def flushall(ctx, argv):
         server.tracking.invalidate_on_flush(ctx, argv)
     server.dirty += sum(len(db.data) for db in server.keyspace.dbs)  # Redis counts the keys removed (server/dirty.py)
     for db in server.keyspace.dbs:
-        _flush(ctx, argv, db)
+        _flush(server, db, lazily)
     if server.persistence is not None and server.config["save"] and not ctx.loading:
         # as Redis: with save points set, the emptied dataset is saved at once, so an old
         # snapshot cannot bring the keys back after a restart
@@ -261,12 +260,12 @@ def flushall(ctx, argv):
          complexity="O(N) where N is the number of keys in the selected database")
 def flushdb(ctx, argv):
     """FLUSHDB [ASYNC | SYNC]"""
-    _flush_mode(argv)
+    lazily = _flush_lazily(ctx, argv)
     ctx.server.touch_watched_db(ctx.db.id)
     if ctx.server.tracking is not None:  # client-side caching: a null invalidation to every tracking client
         ctx.server.tracking.invalidate_on_flush(ctx, argv)
     ctx.server.dirty += len(ctx.db.data)  # the keys removed, as FLUSHALL
-    _flush(ctx, argv, ctx.db)
+    _flush(ctx.server, ctx.db, lazily)
     return OK, [[b"FLUSHDB"]]
 
 

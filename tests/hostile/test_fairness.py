@@ -17,7 +17,6 @@ import time
 import pytest
 
 from tests.rawclient import RawConn, encode_command
-from tests.servers import require_redis, start_redis
 
 
 def _fill(proc, entries: int) -> None:
@@ -89,14 +88,6 @@ def test_a_slice_ends_after_the_command_that_passes_its_time(servers):
 # Redis 8 frees a flushed database in a background thread (FLUSHALL SYNC too, its caller waiting).
 
 
-@pytest.fixture(scope="module")
-def redis8():
-    require_redis()
-    proc = start_redis()
-    yield proc
-    proc.stop()
-
-
 def _lazyfree(conn: RawConn) -> tuple[int, int]:
     """INFO's (lazyfree_pending_objects, lazyfreed_objects)."""
     fields = dict(line.split(":", 1) for line in conn.call("INFO", "memory").decode().split("\r\n") if ":" in line)
@@ -142,11 +133,11 @@ def test_a_flushed_database_is_freed_after_the_reply(servers):
 
 
 @pytest.mark.parametrize("flush", [("FLUSHALL",), ("FLUSHALL", "SYNC"), ("FLUSHALL", "ASYNC"), ("FLUSHDB", "ASYNC"), ("FLUSHDB",)])
-def test_flushed_keys_count_as_lazyfreed_as_redis8(servers, redis8, flush):
+def test_flushed_keys_count_as_lazyfreed_as_redis8(servers, oracle_server, flush):
     """Redis 8.2 frees a flushed database in the background whatever the mode, counting its keys in
     lazyfreed_objects; Millrace frees them in slices and counts them the same."""
     grown = []
-    for proc in (servers[0], redis8):
+    for proc in (servers[0], oracle_server):
         conn = RawConn(proc.port)
         try:
             conn.call("FLUSHALL")
