@@ -41,15 +41,15 @@ class LazyFree:
         if self.tables and not self.scheduled:
             loop = self.server.loop
             if loop is None:  # no event loop (a server built in-process): free at once
-                self.step(None)
+                self.step(at_once=True)
             else:
                 self.scheduled = True
                 loop.call_soon(self.step)
 
-    def step(self, budget: float | None = SLICE_SECONDS) -> None:
-        """Free keys for about `budget` seconds (None: all of them), then go on next turn."""
+    def step(self, at_once: bool = False) -> None:
+        """Free keys for about SLICE_SECONDS (at_once: all of them), then go on next turn."""
         self.scheduled = False
-        deadline = None if budget is None else perf_counter() + budget
+        deadline = None if at_once else perf_counter() + SLICE_SECONDS
         tables = self.tables
         while tables:
             table, counted = tables[-1]

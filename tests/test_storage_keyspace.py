@@ -223,3 +223,17 @@ def test_a_sliced_snapshot_is_the_sorted_one():
         whole = ScanIndex(data)
         assert builder.index.keys == whole.keys and builder.index.hashes == whole.hashes and builder.index.data is data, size
         assert builder.step(1)  # done stays done
+
+
+def test_a_sliced_snapshot_does_a_steps_worth_at_a_time():
+    """Each step sorts or merges about `work` keys, never the whole keyspace: what keeps SCAN 0 from
+    holding the server (a step that sorted every chunk at once built the same index)."""
+    chunk = ScanBuilder.CHUNK
+    data = {b"k%d" % i: None for i in range(5 * chunk)}
+    builder = ScanBuilder(data)
+    assert not builder.step(chunk) and len(builder.todo) == 4 * chunk and len(builder.chunks) == 1
+    steps = 1
+    while not builder.step(chunk):
+        steps += 1
+        assert len(builder.out) <= max(0, steps - 5) * chunk  # merged a step's worth at a time
+    assert steps >= 10  # five steps to sort, five to merge
