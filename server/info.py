@@ -17,6 +17,7 @@ from itertools import islice
 from . import REDIS_VERSION, __version__, fork
 from .command import COMMANDS, Command
 from .retention import STATS as RETENTION_STATS
+from .shutdown import remaining_ms
 
 # Sections in Redis's order; the first group is what INFO / INFO default shows.
 DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "threads", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace")
@@ -107,6 +108,7 @@ def _server(server) -> list[tuple[str, object]]:
         ("executable", os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else sys.executable),
         ("config_file", config.config_file or ""),
         ("io_threads_active", 0),
+        *([("shutdown_in_milliseconds", remaining_ms(server))] if server.shutdown_wait is not None else []),
         ("listener0", f"name=tcp,{''.join(f'bind={address},' for address in config['bind'].split())}port={server.port}"),
     ]
 

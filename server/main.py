@@ -21,6 +21,7 @@ from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
 from . import REDIS_VERSION, __version__, default_user, keyshared_sessions, output_limits, retention
+from . import shutdown as stopping
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
 from .config import DEPRECATED, PARAMS, Config, ConfigError
@@ -270,7 +271,7 @@ async def serve(server: Server) -> None:
     stopped = loop.create_future()
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _signal_shutdown, server, sig)
+        loop.add_signal_handler(sig, stopping.on_signal, server, sig == signal.SIGINT)
     # Served from here, while loading too: until the hooks are done every command goes through
     # execute()'s checks, and what may not run during a load gets LOADING, as from Redis.
     server.loading = server.refusing = True
@@ -343,20 +344,6 @@ def _listen(host: str, port: int, backlog: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def _signal_shutdown(server: Server, sig: signal.Signals) -> None:
-    """SIGTERM/SIGINT: SHUTDOWN with the flags of shutdown-on-sigterm / shutdown-on-sigint: save when save
-    points are set (`default`), or as `save` / `nosave` say; a failed save keeps the server up unless
-    `force`, as Redis. (`now` skips waiting for replicas, which Millrace never does.)"""
-    log.warning("Received %s scheduling shutdown...", sig.name)
-    flags = server.config["shutdown-on-sigint" if sig == signal.SIGINT else "shutdown-on-sigterm"].split()
-    save = "save" in flags or ("nosave" not in flags and bool(server.config["save"]))
-    persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=save, force="force" in flags):
-        log.warning("SIGTERM received but errors trying to shut down the server, check the logs for more information")
-        return
-    server.shutdown()
 
 
 def _cron(server: Server) -> None:
@@ -490,7 +477,7 @@ def _tracking(server: Server, now: int) -> None:
         tracking.limit_used_slots(limit)
 
 
-CRON_TASKS = (_active_expire, _streams, _measure, _clients, _persistence, _replication, _retention, _refusal, _tracking)
+CRON_TASKS = (_active_expire, _streams, _measure, _clients, _persistence, _replication, _retention, _refusal, _tracking, stopping.cron)
 
 
 _periodic_log = PeriodicLog()

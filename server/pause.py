@@ -32,10 +32,18 @@ def _postponed() -> None:
 
 @dataclass(slots=True, eq=False)
 class Pause:
+    """The pause in force: the most restrictive of its holds (Redis's pause purposes).
+
+    CLIENT PAUSE ("client", with a deadline), FAILOVER ("failover") and a shutdown waiting for its
+    replicas ("shutdown") each hold writes, or everything, for their own reasons: ending one (CLIENT
+    UNPAUSE, a deadline, a failover done) leaves the others in force, as Redis's unpauseActions.
+    """
+
     write_only: bool
-    end_ms: int
+    end_ms: int  # CLIENT PAUSE's deadline (0 when it holds nothing)
     timer: object = None
     waiting: list[tuple[Block, list[bytes]]] = field(default_factory=list)
+    holds: dict[str, bool] = field(default_factory=dict)  # purpose -> holds writes only
 
     def applies(self, client, cmd) -> bool:
         if not self.write_only:
@@ -64,25 +72,51 @@ def postpone(server, client, argv: list[bytes]):
     return BLOCKED
 
 
-def pause(server, write_only: bool, end_ms: int) -> None:
-    """Start a pause or extend the one in force (the most restrictive mode, the later end)."""
+def pause(server, write_only: bool, end_ms: int = 0, purpose: str = "client") -> None:
+    """Hold clients for `purpose`: CLIENT PAUSE starts a pause or extends its own (the more restrictive
+    mode, the later end); the others hold until release(). The pause in force is the most restrictive."""
     current = server.pause
-    if current is not None:
-        write_only = write_only and current.write_only
-        end_ms = max(end_ms, current.end_ms)
+    holds = dict(current.holds) if current is not None else {}
+    waiting = current.waiting if current is not None else []
+    client_end = current.end_ms if current is not None else 0
+    if current is not None and current.timer is not None:
         current.timer.cancel()
-        waiting = current.waiting
-    else:
-        waiting = []
-    state = Pause(write_only, end_ms, waiting=waiting)
-    delay = max(0.0, (end_ms - server.clock()) / 1000)
-    state.timer = server.loop.call_later(delay, unpause, server)
+    if purpose == "client":
+        if "client" in holds:
+            write_only = write_only and holds["client"]
+            end_ms = max(end_ms, client_end)
+        client_end = end_ms
+    holds[purpose] = write_only
+    state = Pause(all(holds.values()), client_end, waiting=waiting, holds=holds)
+    if "client" in holds:
+        delay = max(0.0, (client_end - server.clock()) / 1000)
+        state.timer = server.loop.call_later(delay, release, server, "client")
     server.pause = state
     Database.expire_paused = True  # either mode pauses expiry, as Redis's PAUSE_ACTION_EXPIRE
 
 
+def release(server, purpose: str) -> None:
+    """End purpose's hold: the pause ends with the last hold; a pause left less restrictive (writes
+    only) lets the held clients go again, those still held waiting anew, as Redis's unblockPostponedClients."""
+    state = server.pause
+    if state is None or purpose not in state.holds:
+        return
+    holds = {name: writes for name, writes in state.holds.items() if name != purpose}
+    if not holds:
+        unpause(server)
+        return
+    if state.timer is not None and purpose == "client":
+        state.timer.cancel()
+    client_end = state.end_ms if "client" in holds else 0
+    server.pause = Pause(all(holds.values()), client_end, timer=state.timer if "client" in holds else None, holds=holds)
+    if server.pause.write_only and not state.write_only:
+        _release_held(server, state.waiting)
+    else:
+        server.pause.waiting = state.waiting
+
+
 def unpause(server) -> None:
-    """End the pause: release the postponed clients in the order they were held.
+    """End the pause, every hold of it: release the postponed clients in the order they were held.
 
     As Redis's processUnblockedClients, each released client runs its postponed command and then
     what it sent after it (a command held again, or one that blocks, stops it) before the next
@@ -97,8 +131,13 @@ def unpause(server) -> None:
     Database.expire_paused = False
     if state.timer is not None:
         state.timer.cancel()
+    _release_held(server, state.waiting)
+
+
+def _release_held(server, waiting: list[tuple[Block, list[bytes]]]) -> None:
+    """Run the held clients again, in the order they were held (unpause's docstring); any still held waits anew."""
     server.clock()
-    for block, argv in state.waiting:
+    for block, argv in waiting:
         client = block.client
         if client.blocked is not block or client.transport is None:
             continue

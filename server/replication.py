@@ -345,7 +345,7 @@ class Replication:
         from .pause import pause
 
         self.failover = Failover("waiting-for-sync", target, host, port, deadline, force)
-        pause(self.server, True, self.server.clock() + 10 * 365 * 86400 * 1000)
+        pause(self.server, True, purpose="failover")
         log.info("FAILOVER requested to %s:%d.", host, port)
         self.request_acks()
 
@@ -370,12 +370,12 @@ class Replication:
             self.request_acks()
 
     def failover_done(self) -> None:
-        from .pause import unpause
+        from .pause import release
 
         if self.failover is not None:
             log.info("Failover target %s:%d is now the primary.", self.failover.host, self.failover.port)
         self.failover = None
-        self.server.loop.call_soon(unpause, self.server)  # the held clients run after this turn, not inside it
+        self.server.loop.call_soon(release, self.server, "failover")  # the held clients run after this turn, not inside it
 
     def failover_refused(self) -> None:
         from .replica_link import become_primary
@@ -384,10 +384,10 @@ class Replication:
         self.abort_failover()
 
     def abort_failover(self) -> None:
-        from .pause import unpause
+        from .pause import release
 
         self.failover = None
-        self.server.loop.call_soon(unpause, self.server)  # after FAILOVER ABORT's reply, as CLIENT UNPAUSE
+        self.server.loop.call_soon(release, self.server, "failover")  # after FAILOVER ABORT's reply, as CLIENT UNPAUSE
 
     # -- role changes ------------------------------------------------------------------
 

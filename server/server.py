@@ -71,7 +71,7 @@ class Server:
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
         "memory_startup", "memory_peak", "memory_peak_time", "replica_keys_with_expire", "ops_samples", "idle_checked", "active_expire", "shutdown",
-        "shutdown_save", "shutdown_nosave", "startup_hooks", "shutdown_hooks", "persistence_info", "loading", "loading_progress",
+        "shutdown_save", "shutdown_nosave", "shutdown_wait", "shutdown_asap", "startup_hooks", "shutdown_hooks", "persistence_info", "loading", "loading_progress",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
@@ -132,6 +132,8 @@ class Server:
         self.keyshared_keys: dict[tuple[int, bytes], object] = {}  # (db, key) -> stream with KEYSHARED session timeouts (keyshared_sessions.py)
         self.shutdown: Callable[[], object] | None = None  # set by the listener: stops the event loop
         self.shutdown_save = self.shutdown_nosave = False  # SHUTDOWN's SAVE / NOSAVE for the shutdown hooks
+        self.shutdown_wait = None  # a server.shutdown.Shutdown while lagging replicas catch up first
+        self.shutdown_asap = False  # a shutdown signal arrived (a second SIGINT then exits at once)
         self.startup_hooks: list[Callable[[], None]] = []  # persistence: load before accepting clients
         self.shutdown_hooks: list[Callable[[], None]] = []  # persistence: save on the way out
         self.persistence_info: Callable[[], dict] | None = None  # INFO persistence fields it refines

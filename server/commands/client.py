@@ -10,7 +10,7 @@ from protocol.reply import OK, Map, Raw, Set, Verbatim
 
 from ..client import OFF, ON, SKIP_NEXT
 from ..command import COMMANDS, command, container
-from ..pause import is_postponed, pause, unpause
+from ..pause import is_postponed, pause, release
 from ..syntax import DECLARED, Arg
 from ..tracking import tracking_command
 from .args import help_reply, to_int
@@ -347,7 +347,7 @@ def client_unpause(ctx, argv):
     """CLIENT UNPAUSE"""
     server = ctx.server
     if server.pause is not None:
-        server.loop.call_soon(unpause, server)  # after this reply, as Redis serves them in its next loop
+        server.loop.call_soon(release, server, "client")  # after this reply, as Redis serves them in its next loop
     return OK
 
 

@@ -13,6 +13,7 @@ from protocol.encoder import encode
 from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Map, Push, Raw, Set, Simple, Verbatim
 
+from .. import shutdown as stopping
 from ..command import command, container
 from ..config import PARAMS, ConfigError, is_glob
 from ..info import info_string, reset_stats
@@ -521,39 +522,40 @@ def lastsave(ctx, argv):
     return int(ctx.server.lastsave)
 
 
-@command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", summary="Synchronously saves the database(s) to disk and shuts down the Redis server.", complexity="O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
+@command("shutdown", -1, "admin noscript loading stale no-multi allow-busy", group="server", waits=True, summary="Synchronously saves the database(s) to disk and shuts down the Redis server.", complexity="O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)")
 def shutdown(ctx, argv):
-    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply; the server exits cleanly."""
-    save = nosave = abort = now = force = False
+    """SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: no reply, the server exits (once its replicas have
+    caught up, or shutdown-timeout is spent: server/shutdown.py); ABORT cancels a shutdown that waits."""
+    flags = stopping.Flags()
+    abort = False
     for arg in argv[1:]:
         option = arg.lower()
         if option == b"nosave":
-            nosave = True
+            flags.nosave = True
         elif option == b"save":
-            save = True
+            flags.save = True
         elif option == b"abort":
             abort = True
         elif option == b"now":
-            now = True
+            flags.now = True
         elif option == b"force":
-            force = True
+            flags.force = True
         else:
             raise ReplyError(SYNTAX)
-    if (save and nosave) or (abort and (save or nosave or now or force)):  # (ABORT ABORT is no error)
+    if (flags.save and flags.nosave) or (abort and (flags.save or flags.nosave or flags.now or flags.force)):  # (ABORT ABORT is no error)
         raise ReplyError(SYNTAX)
-    if abort:
-        raise ReplyError("ERR No shutdown in progress.")
     server = ctx.server
-    server.shutdown_save = save or (not nosave and bool(server.config["save"]))
-    server.shutdown_nosave = nosave
-    stop = server.shutdown
-    if stop is None:
-        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")
-    log.info("User requested shutdown...")
-    persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=server.shutdown_save, force=force):
-        raise ReplyError("ERR Errors trying to SHUTDOWN. Check logs.")  # FORCE exits even so, as Redis
-    stop()
+    if abort:
+        if stopping.abort(server):
+            return OK
+        raise ReplyError("ERR No shutdown in progress.")
+    if server.shutdown is None:
+        raise ReplyError(stopping.FAILED)
+    outcome = stopping.prepare(server, flags)
+    if outcome is None:
+        return stopping.wait_block()  # the replicas catch up first; the exit (or cancel()'s error) ends the wait
+    if not outcome:
+        raise ReplyError(stopping.FAILED)  # FORCE exits even so, as Redis
     ctx.close_after_reply = True
     return NO_REPLY
 

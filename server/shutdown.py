@@ -1,0 +1,159 @@
+"""SHUTDOWN and the shutdown signals: lagging replicas get `shutdown-timeout` to catch up first (Redis 7).
+
+As Redis's prepareForShutdown: unless NOW is given, `shutdown-timeout` is 0, or
+every replica has acknowledged the whole replication offset, a primary pauses
+writes (a "shutdown" hold, server/pause.py), asks its replicas for an ACK and
+waits up to `shutdown-timeout` seconds, the SHUTDOWN caller blocked meanwhile.
+The cron finishes the shutdown once every replica has acknowledged the offset
+or the time is up (finishShutdown: the lagging ones are logged, the final save
+made, the loop stopped). A failed save (without FORCE) or SHUTDOWN ABORT
+cancels it: the waiting SHUTDOWN callers get "ERR Errors trying to SHUTDOWN.
+Check logs.", writes go on, and INFO's `shutdown_in_milliseconds` goes away.
+So a replica promoted after a planned shutdown has every acknowledged write.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from .blocking import Block
+from .pause import pause, release
+
+log = logging.getLogger("millrace")
+
+SHUTDOWN_KEY = b"\x00shutdown"  # the pseudo key SHUTDOWN callers wait on (never ready: the shutdown ends their wait)
+FAILED = "ERR Errors trying to SHUTDOWN. Check logs."
+
+
+@dataclass(slots=True)
+class Flags:
+    """SHUTDOWN's flags (or shutdown-on-sigterm / -sigint's)."""
+
+    save: bool = False
+    nosave: bool = False
+    now: bool = False
+    force: bool = False
+
+
+@dataclass(slots=True)
+class Shutdown:
+    """A shutdown waiting for its replicas (Redis's shutdown_mstime != 0)."""
+
+    flags: Flags
+    deadline_ms: int
+
+
+def _never() -> None:
+    return None
+
+
+def in_progress(server) -> bool:
+    return server.shutdown_wait is not None
+
+
+def remaining_ms(server) -> int:
+    """INFO's shutdown_in_milliseconds: what is left of the wait."""
+    return max(0, server.shutdown_wait.deadline_ms - server.clock())
+
+
+def ready(server) -> bool:
+    """Redis's isReadyToShutdown: every replica has acknowledged the whole offset."""
+    replication = server.replication
+    if replication is None:
+        return True
+    return all(link.ack_offset == server.master_repl_offset for link in replication.replicas)
+
+
+def prepare(server, flags: Flags) -> bool | None:
+    """prepareForShutdown: True when the server stops now, None when it waits for its replicas, False
+    when the shutdown failed (logged; the server goes on)."""
+    if in_progress(server):
+        return None  # the shutdown under way decides
+    log.warning("User requested shutdown...")
+    timeout = server.config["shutdown-timeout"]
+    if not flags.now and timeout and not ready(server):
+        server.shutdown_wait = Shutdown(flags, server.clock() + timeout * 1000)
+        server.replication.request_acks()
+        pause(server, True, purpose="shutdown")
+        log.info("Waiting for replicas before shutting down.")
+        return None
+    return finish(server, flags)
+
+
+def finish(server, flags: Flags) -> bool:
+    """finishShutdown: the lagging replicas logged, the final save made, then the loop stops; a failed
+    save without FORCE cancels (False)."""
+    replication = server.replication
+    replicas = list(replication.replicas) if replication is not None else []
+    offset = server.master_repl_offset
+    lagging = [link for link in replicas if link.ack_offset != offset]
+    now = server.clock() // 1000
+    for link in lagging:
+        lag = now - int(link.ack_time) if link.state == "online" else 0
+        log.warning("Lagging replica %s:%d reported offset %d behind master, lag=%d, state=%s.",
+                    link.addr, link.port, offset - link.ack_offset, lag, link.state)  # fmt: skip
+    if replicas:
+        log.info("%d of %d replicas are in sync when shutting down.", len(replicas) - len(lagging), len(replicas))
+    save = flags.save or (not flags.nosave and bool(server.config["save"]))
+    server.shutdown_save, server.shutdown_nosave = save, flags.nosave
+    persistence = server.persistence
+    if persistence is not None and not persistence.prepare_shutdown(save=save, force=flags.force):
+        log.warning("Errors trying to shut down the server. Check the logs for more information.")
+        cancel(server)
+        return False
+    server.shutdown()
+    return True
+
+
+def cancel(server) -> None:
+    """cancelShutdown: the wait ends, its SHUTDOWN callers get the error, writes go on."""
+    server.shutdown_wait = None
+    server.shutdown_asap = False
+    waiters = server.blocking.waiters
+    callers = [block for (_db, key), queue in waiters.items() if key == SHUTDOWN_KEY for block in queue]
+    for block in callers:
+        server.unblock(block, server.error(FAILED))
+    release(server, "shutdown")
+
+
+def abort(server) -> bool:
+    """SHUTDOWN ABORT: whether a shutdown was under way (now cancelled)."""
+    if not in_progress(server):
+        return False
+    cancel(server)
+    log.info("Shutdown manually aborted.")
+    return True
+
+
+def wait_block() -> Block:
+    """What a SHUTDOWN caller waits on while the replicas catch up: the shutdown ends the wait, by exiting
+    or by cancel()'s error."""
+    return Block([SHUTDOWN_KEY], 0, _never)
+
+
+def cron(server, now: int) -> None:
+    """The wait's end: every replica caught up, or shutdown-timeout spent (Redis's serverCron)."""
+    wait = server.shutdown_wait
+    if wait is not None and (now >= wait.deadline_ms or ready(server)):
+        finish(server, wait.flags)
+
+
+def on_signal(server, sigint: bool) -> None:
+    """SIGTERM / SIGINT: SHUTDOWN with shutdown-on-sigterm's / -sigint's flags; a second SIGINT while a
+    shutdown is under way exits at once, as Redis's "You insist..."."""
+    name = "SIGINT" if sigint else "SIGTERM"
+    if server.shutdown_asap and sigint:
+        log.warning("You insist... exiting now.")
+        logging.shutdown()
+        os._exit(1)
+    log.warning("Received %s scheduling shutdown...", name)
+    server.shutdown_asap = True
+    if in_progress(server):
+        return
+    words = server.config["shutdown-on-sigint" if sigint else "shutdown-on-sigterm"].split()
+    flags = Flags(save="save" in words, nosave="nosave" in words, now="now" in words, force="force" in words)
+    if prepare(server, flags) is False:
+        log.warning("%s received but errors trying to shut down the server, check the logs for more information", name)
+        server.shutdown_asap = False
