@@ -97,9 +97,11 @@ def aborted_story(kind: str) -> list:
         admin = primary.client()
         freeze(replica)
         admin.set("k", "v")
+        before = admin.info("replication")["master_repl_offset"]
         caller = RawConn(primary.port)
         caller.send(encode_command("SHUTDOWN"))
         remaining = wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+        out.append(("a GETACK went to the replicas", admin.info("replication")["master_repl_offset"] - before))
         out.append(("remaining within the timeout", 0 < int(remaining) <= 60000))
         out.append(("info keys around it", _neighbours(admin.info("server"), "shutdown_in_milliseconds")))
         out.append(("caller waits", no_reply_for(caller, 0.3)))
@@ -271,3 +273,38 @@ def test_a_second_sigint_exits_at_once():
             thaw(replica)
             found[kind] = (code, "You insist... exiting now." in primary.read_log())
     assert found["millrace"] == found["redis"] == (1, True)
+
+
+def failed_save_story(kind: str) -> list:
+    """The wait ends (the replica caught up) but the final save fails: the shutdown is cancelled, the
+    waiting caller gets the error, writes go on and the primary stays up."""
+    with pair(kind, "--save", "3600 1", "--dbfilename", "dump.x") as (primary, replica):
+        admin = primary.client()
+        blocker = os.path.join(primary.dir, "dump.x")
+        os.mkdir(blocker)  # a directory where the snapshot goes: the save fails
+        try:
+            freeze(replica)
+            admin.set("k", "v")
+            caller = RawConn(primary.port)
+            caller.send(encode_command("SHUTDOWN"))
+            wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+            writer = RawConn(primary.port)
+            writer.send(encode_command("SET", "k2", "v2"))
+            held = no_reply_for(writer, 0.2)
+            thaw(replica)
+            return [
+                ("write held", held),
+                ("caller's reply", str(caller.read())),
+                ("write's reply", writer.read()),
+                ("no shutdown under way", shutdown_ms(primary)),
+                ("primary up", admin.ping()),
+            ]
+        finally:
+            os.rmdir(blocker)
+
+
+def test_a_failed_save_after_the_wait_cancels_the_shutdown():
+    require_redis()
+    stories = {kind: failed_save_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert dict(stories["millrace"])["caller's reply"] == "ERR Errors trying to SHUTDOWN. Check logs."
