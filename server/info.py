@@ -102,7 +102,7 @@ def _server(server) -> list[tuple[str, object]]:
         ("server_time_usec", time.time_ns() // 1000),
         ("uptime_in_seconds", uptime),
         ("uptime_in_days", uptime // 86400),
-        ("hz", config["hz"]),
+        ("hz", server.hz),
         ("configured_hz", config["hz"]),
         ("lru_clock", int(time.time()) & ((1 << 24) - 1)),
         ("executable", os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else sys.executable),

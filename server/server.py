@@ -71,7 +71,7 @@ class Server:
         "net_input_bytes", "net_output_bytes", "oom", "pause", "slowlog", "slowlog_threshold_ns", "stats",
         "keyspace_hits", "keyspace_misses", "errorstats", "loop", "pending_writes", "port", "version",
         "memory_startup", "memory_peak", "memory_peak_time", "replica_keys_with_expire", "ops_samples", "idle_checked", "active_expire", "shutdown",
-        "shutdown_save", "shutdown_nosave", "shutdown_wait", "shutdown_asap", "startup_hooks", "shutdown_hooks", "persistence_info", "loading", "loading_progress",
+        "shutdown_save", "shutdown_nosave", "shutdown_wait", "shutdown_asap", "hz", "startup_hooks", "shutdown_hooks", "persistence_info", "loading", "loading_progress",
         "lastsave", "replication_info", "debug_reload", "debug_loadaof", "persistence", "aof", "disk_error",
         "refusing", "caller", "replid", "master_repl_offset", "replication", "pubsub", "idmp_keys", "keyshared_keys",
         "latency", "latency_tracking", "latency_threshold_ns", "reads_processed", "writes_processed", "retained", "normal_output_limits", "memory_meter",
@@ -154,6 +154,8 @@ class Server:
         self.default_user = DefaultUser()
         self.default_user.set_requirepass(self.config["requirepass"])
         self.config.listeners.append(lambda name, value: name == "requirepass" and self.set_requirepass(value))
+        self.hz = self.config["hz"]  # the cron's rate: hz, raised with the clients under dynamic-hz (adapt_hz)
+        self.config.listeners.append(lambda name, value: name == "hz" and setattr(self, "hz", value))
         self.pubsub = PubSub(self)  # channel and pattern subscriptions, keyspace notifications
         self.latency = LatencyMonitor()  # LATENCY's spike events (latency-monitor-threshold)
         self.latency_tracking = self.config["latency-tracking"]  # per-command histograms for INFO latencystats
