@@ -17,6 +17,8 @@ from protocol.errors import ReplyError
 from protocol.reply import Error
 from storage.glob import compile_pattern
 
+from .proctitle import expand as expand_title
+
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
@@ -659,17 +661,7 @@ _TITLE_VARIABLES = {
 
 def _proc_title_template(value: str) -> str:
     """Redis's validateProcTitleTemplate: `{name}` of a known variable, `{{` a brace, and not blank once expanded."""
-    expanded, rest = "", value
-    while (start := rest.find("{")) >= 0:
-        expanded, rest = expanded + rest[:start], rest[start + 1 :]
-        if rest.startswith("{"):
-            expanded, rest = expanded + "{", rest[1:]
-            continue
-        end = rest.find("}")
-        if end < 0 or rest[:end] not in _TITLE_VARIABLES:
-            raise ConfigError("template format is invalid or contains unknown variables")
-        expanded, rest = expanded + _TITLE_VARIABLES[rest[:end]], rest[end + 1 :]
-    if not (expanded + rest).strip(" "):
+    if not expand_title(value, _TITLE_VARIABLES):
         raise ConfigError("template format is invalid or contains unknown variables")
     return value
 

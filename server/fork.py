@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable
 
 from .process import OOM_BGCHILD, set_cpu_affinity, set_oom_score_adj
+from .proctitle import retitle
 
 PR_SET_PDEATHSIG = 1
 
@@ -26,11 +27,12 @@ PR_SET_PDEATHSIG = 1
 STATS = {"total_forks": 0, "latest_fork_usec": 0}
 
 
-def fork(work: Callable[[], None], config=None, cpulist: str = "") -> int:
+def fork(work: Callable[[], None], config=None, cpulist: str = "", title: str = "") -> int:
     """Run work() in a child process; its pid (exit status 0 if work returned, 1 if it raised).
 
-    With `config`, the child takes the background child's OOM score and the CPUs of `cpulist`
-    (bgsave-cpulist, aof-rewrite-cpulist), as Redis's redisFork and its callers."""
+    With `config`, the child takes the background child's OOM score, the CPUs of `cpulist`
+    (bgsave-cpulist, aof-rewrite-cpulist) and its process title (`title` in the template), as
+    Redis's redisFork and its callers."""
     parent = os.getpid()
     start = time.perf_counter_ns()
     pid = os.fork()
@@ -48,6 +50,8 @@ def fork(work: Callable[[], None], config=None, cpulist: str = "") -> int:
         if config is not None:
             set_oom_score_adj(config, OOM_BGCHILD)
             set_cpu_affinity(cpulist)
+            if title:
+                retitle(config, title)
         work()
     except BaseException:
         traceback.print_exc()

@@ -20,7 +20,7 @@ import time
 from protocol.errors import ProtocolError
 from protocol.reader import split_args
 
-from . import REDIS_VERSION, __version__, default_user, keyshared_sessions, output_limits, retention
+from . import REDIS_VERSION, __version__, default_user, keyshared_sessions, output_limits, proctitle, retention
 from . import shutdown as stopping
 from .client import Client
 from .commands.idmp import expire_cycle as idmp_expire_cycle
@@ -267,6 +267,8 @@ async def serve(server: Server) -> None:
     if not sockets:
         _cannot_listen(f"*:{config['port']}", OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL)))
     server.port = sockets[0].getsockname()[1]
+    proctitle.start(config, server.port)
+    config.listeners.append(lambda name, value: proctitle.on_config(config, name))
     server.memory_startup = rss_bytes()
     stopped = loop.create_future()
     server.shutdown = lambda: stopped.done() or stopped.set_result(None)

@@ -676,7 +676,8 @@ class Persistence:
 
     def _fork(self, kind: str, temp: str, work) -> None:
         server = self.server
-        pid = fork(work, server.config, server.config["bgsave-cpulist" if kind == "rdb" else "aof-rewrite-cpulist"])
+        title = "millrace-rdb-bgsave" if kind == "rdb" else "millrace-aof-rewrite"
+        pid = fork(work, server.config, server.config["bgsave-cpulist" if kind == "rdb" else "aof-rewrite-cpulist"], title)
         if kind == "rdb":  # the name snapshot.write gives its temporary file in the child
             temp = os.path.join(os.path.dirname(os.path.abspath(temp)), f"temp-{pid}-{os.path.basename(temp)}")
             server.effect_listeners.append(self._watch_flushall)

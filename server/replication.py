@@ -219,7 +219,7 @@ class Replication:
                 snapshot.write(path, dbs, header)
                 _send_file(fd, path)
 
-        pid = fork(work, server.config, server.config["bgsave-cpulist"])  # Redis's rdbSaveToSlavesSockets
+        pid = fork(work, server.config, server.config["bgsave-cpulist"], "millrace-rdb-to-replicas")  # Redis's rdbSaveToSlavesSockets
         link.child = pid
         log.info("Starting BGSAVE for SYNC with target: %s (pid %d)", "replicas sockets" if diskless else "disk", pid)
 
