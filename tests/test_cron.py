@@ -62,6 +62,9 @@ def test_the_next_tick_is_scheduled_even_when_the_clock_fails(monkeypatch):
 
 def test_every_periodic_task_is_in_the_list():
     """Active expiry, stream housekeeping, measures, clients, persistence, replication, retention, refusals,
-    the client-side caching table's limit."""
-    names = [task.__name__ for task in main.CRON_TASKS]
-    assert names == ["_active_expire", "_streams", "_measure", "_clients", "_persistence", "_replication", "_retention", "_refusal", "_tracking"]
+    the client-side caching table's limit, the end of a shutdown's wait for its replicas."""
+    names = [f"{task.__module__.rsplit('.', 1)[-1]}.{task.__name__}" for task in main.CRON_TASKS]
+    assert names == [
+        "main._active_expire", "main._streams", "main._measure", "main._clients", "main._persistence", "main._replication",
+        "main._retention", "main._refusal", "main._tracking", "shutdown.cron",
+    ]  # fmt: skip
