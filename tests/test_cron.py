@@ -21,8 +21,10 @@ class Loop:
 
 class Server:
     def __init__(self) -> None:
-        self.config = {"hz": 10}
+        self.config = {"hz": 10, "dynamic-hz": True}
         self.loop = Loop()
+        self.clients: dict = {}
+        self.hz = 10
 
     def clock(self) -> int:
         return 1234
