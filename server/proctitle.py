@@ -57,12 +57,15 @@ def start(config, port: int) -> None:
         "unixsocket": "",
         "config-file": config.config_file or "-",
     })  # fmt: skip
-    retitle(config)
+    if config["set-proc-title"]:
+        retitle(config)
 
 
 def retitle(config, title: str | None = None) -> None:
-    """Set the process title from the template (a forked child passes its own {title})."""
-    if not config["set-proc-title"] or not _variables:
+    """Set the process title from the template (a forked child passes its own {title}). As Redis's
+    redisSetProcTitle, set-proc-title only decides the title at start-up (start()): CONFIG SET
+    proc-title-template and the forked children retitle even with `set-proc-title no`."""
+    if not _variables:
         return
     text = expand(config["proc-title-template"], {**_variables, "title": title or program_title()})
     if text:

@@ -15,10 +15,12 @@ unchanged, so chained replicas share the primary's IDs and offsets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -184,6 +186,11 @@ class Replication:
         self.stats["sync_full"] += 1
         log.info("Full resync requested by replica %s", client.addr)
         link.state = "wait_bgsave"
+        # repl-disable-tcp-nodelay: fewer, larger packets to it from now on (Redis's syncCommand). Redis's
+        # diskless transfer leaves TCP_NODELAY on all the same (measured on 8.2.3): a disk-based sync only.
+        if server.config["repl-disable-tcp-nodelay"] and not (server.config["repl-diskless-sync"] and client.repl_eof):
+            with contextlib.suppress(OSError, AttributeError):  # not critical, as in Redis
+                client.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
         server._propagated_db = -1  # the replica applies what follows the snapshot from db 0: name the db again
         server.flush_writes()  # nothing of ours may follow the child's bytes out of order
         client.transport.write(b"+FULLRESYNC %s %d\r\n" % (server.replid.encode(), server.master_repl_offset))

@@ -2,7 +2,8 @@
 
 As Redis's prepareForShutdown: unless NOW is given, `shutdown-timeout` is 0, or
 every replica has acknowledged the whole replication offset, a primary pauses
-writes (a "shutdown" hold, server/pause.py), asks its replicas for an ACK and
+writes (a "shutdown" hold, server/pause.py), asks its replicas for an ACK (unless
+writes were held already: CLIENT PAUSE, FAILOVER) and
 waits up to `shutdown-timeout` seconds, the SHUTDOWN caller blocked meanwhile.
 The cron finishes the shutdown once every replica has acknowledged the offset
 or the time is up (finishShutdown: the lagging ones are logged, the final save
@@ -75,7 +76,8 @@ def prepare(server, flags: Flags) -> bool | None:
     timeout = server.config["shutdown-timeout"]
     if not flags.now and timeout and not ready(server):
         server.shutdown_wait = Shutdown(flags, server.clock() + timeout * 1000)
-        server.replication.request_acks()
+        if server.pause is None:  # as Redis: no GETACK while writes are held already (CLIENT PAUSE, FAILOVER)
+            server.replication.request_acks()
         pause(server, True, purpose="shutdown")
         log.info("Waiting for replicas before shutting down.")
         return None
@@ -107,24 +109,28 @@ def finish(server, flags: Flags) -> bool:
     return True
 
 
-def cancel(server) -> None:
-    """cancelShutdown: the wait ends, its SHUTDOWN callers get the error, writes go on."""
+def cancel(server) -> int:
+    """cancelShutdown: the wait ends, its SHUTDOWN callers get the error, writes go on; how many callers
+    were answered. As Redis's replyToClientsBlockedOnShutdown, their SHUTDOWN is not counted (INFO
+    commandstats, LATENCY HISTOGRAM, the slowlog): the error is the command running now's (ABORT's)."""
     server.shutdown_wait = None
     server.shutdown_asap = False
     waiters = server.blocking.waiters
     callers = [block for (_db, key), queue in waiters.items() if key == SHUTDOWN_KEY for block in queue]
     for block in callers:
+        block.command = None
         server.unblock(block, server.error(FAILED))
     release(server, "shutdown")
+    return len(callers)
 
 
-def abort(server) -> bool:
-    """SHUTDOWN ABORT: whether a shutdown was under way (now cancelled)."""
+def abort(server) -> int | None:
+    """SHUTDOWN ABORT: None if no shutdown was under way, else how many waiting callers got the error."""
     if not in_progress(server):
-        return False
-    cancel(server)
+        return None
+    answered = cancel(server)
     log.info("Shutdown manually aborted.")
-    return True
+    return answered
 
 
 def wait_block() -> Block:

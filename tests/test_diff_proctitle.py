@@ -92,3 +92,20 @@ def test_a_snapshot_child_has_its_own_title():
         server.stop()
 
 
+
+
+def test_set_proc_title_no_still_retitles_on_config_set():
+    """set-proc-title only decides the title at start-up: with `no`, CONFIG SET proc-title-template
+    retitles the server all the same (Redis's updateProcTitleTemplate calls redisSetProcTitle)."""
+    require_redis()
+    found = {}
+    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
+        server = start("--set-proc-title", "no")
+        try:
+            program = title_of(server.proc.pid) if kind == "redis" else "millrace"
+            untouched = "--set-proc-title" in open(f"/proc/{server.proc.pid}/cmdline", "rb").read().decode()
+            server.client().config_set("proc-title-template", "{title} t {port}")
+            found[kind] = (untouched, normalized(server, program))
+        finally:
+            server.stop()
+    assert found["millrace"] == found["redis"] == (True, "T t P")

@@ -308,3 +308,57 @@ def test_a_failed_save_after_the_wait_cancels_the_shutdown():
     stories = {kind: failed_save_story(kind) for kind in KINDS}
     assert stories["millrace"] == stories["redis"]
     assert dict(stories["millrace"])["caller's reply"] == "ERR Errors trying to SHUTDOWN. Check logs."
+
+
+def _shutdown_counted(admin) -> tuple:
+    """SHUTDOWN's INFO commandstats counts and LATENCY HISTOGRAM calls."""
+    stats = admin.info("commandstats").get("cmdstat_shutdown", {})
+    histogram = admin.execute_command("LATENCY", "HISTOGRAM", "shutdown").get(b"shutdown", {})
+    return stats.get("calls"), stats.get("failed_calls"), histogram.get(b"calls")
+
+
+def uncounted_story(kind: str) -> list:
+    """A waiting SHUTDOWN that is cancelled is never counted (Redis's replyToClientsBlockedOnShutdown
+    unblocks it without updateStatsOnUnblock); SHUTDOWN ABORT is, failed when it answered a caller."""
+    with pair(kind, "--shutdown-timeout", "60", "--save", "") as (primary, replica):
+        admin = primary.client()
+        freeze(replica)
+        admin.set("k", "v")
+        caller = RawConn(primary.port)
+        caller.send(encode_command("SHUTDOWN"))
+        wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+        out = [("abort", admin.execute_command("SHUTDOWN", "ABORT")), ("caller's reply", str(caller.read()))]
+        out.append(("counted", _shutdown_counted(admin)))
+        thaw(replica)
+        return out
+
+
+def test_a_cancelled_shutdown_is_not_counted():
+    require_redis()
+    stories = {kind: uncounted_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert dict(stories["millrace"])["counted"] == (1, 1, 1)
+
+
+def no_getack_story(kind: str) -> list:
+    """While writes are held already (CLIENT PAUSE WRITE), the shutdown wait sends no GETACK: the
+    replication offset stays (Redis's `if (!isPausedActions(PAUSE_ACTION_REPLICA)) sendGetackToReplicas()`)."""
+    with pair(kind, "--shutdown-timeout", "60", "--save", "") as (primary, replica):
+        admin = primary.client()
+        freeze(replica)
+        admin.set("k", "v")
+        admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        before = admin.info("replication")["master_repl_offset"]
+        RawConn(primary.port).send(encode_command("SHUTDOWN"))
+        wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+        out = [("offset moved by", admin.info("replication")["master_repl_offset"] - before)]
+        out.append(("abort", admin.execute_command("SHUTDOWN", "ABORT")))
+        thaw(replica)
+        return out
+
+
+def test_no_getack_while_writes_are_held_already():
+    require_redis()
+    stories = {kind: no_getack_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert dict(stories["millrace"])["offset moved by"] == 0

@@ -14,7 +14,7 @@ from protocol.errors import SYNTAX, ReplyError, arg_text, subcommand_error
 from protocol.reply import OK, Map, Push, Raw, Set, Simple, Verbatim
 
 from .. import shutdown as stopping
-from ..command import command, container
+from ..command import COMMANDS, command, container
 from ..config import PARAMS, ConfigError, is_glob
 from ..info import info_string, reset_stats
 from ..latency import threshold_ns as latency_threshold_ns
@@ -546,9 +546,12 @@ def shutdown(ctx, argv):
         raise ReplyError(SYNTAX)
     server = ctx.server
     if abort:
-        if stopping.abort(server):
-            return OK
-        raise ReplyError("ERR No shutdown in progress.")
+        answered = stopping.abort(server)
+        if answered is None:
+            raise ReplyError("ERR No shutdown in progress.")
+        if answered:  # Redis counts a command failed when an error reply was sent while it ran: the callers'
+            COMMANDS[b"shutdown"].failed_calls += 1
+        return OK
     if server.shutdown is None:
         raise ReplyError(stopping.FAILED)
     outcome = stopping.prepare(server, flags)
