@@ -57,6 +57,7 @@ class MasterLink:
         self.full_resync = False  # set when the stream could not be applied: the next PSYNC asks for a snapshot
         self.failover = False  # FAILOVER: the next PSYNC asks the target to take over
         self.ack_asked = False  # the primary sent REPLCONF GETACK in the read being applied
+        self.disk_warned = 0  # when "applying a command even though it is unable to write to disk" was last logged (ms)
         self.client = LoadingClient(server)  # applies the stream; kept across partial resyncs, with its db
         if server.replication.stream_db >= 0:  # restarted from a snapshot taken as a replica
             self.client.db = server.keyspace[server.replication.stream_db]
@@ -321,6 +322,8 @@ class MasterLink:
         cmd = server.commands.get(argv[0]) or server.lookup_command(argv[0])
         if cmd is None:
             raise ReplicationError(f"unknown command '{argv[0].decode(errors='replace')}' from the primary")
+        if server.disk_error is not None and cmd.write:
+            self._write_despite_disk_error()
         previous, Database.expiry = Database.expiry, "keep"  # the primary's commands find every key it has, its DELs too
         try:
             if not cmd.subcommands and client.multi is None and cmd.min_args <= len(argv) <= cmd.max_args:
@@ -335,6 +338,20 @@ class MasterLink:
         if propagation_error_panics(server.config, True, reply):
             log.critical("Guru Meditation: This replica panicked sending an error to its master after processing the command '%s'", cmd.name)
             os._exit(1)  # as Redis's serverPanic: no save, no cleanup
+
+    def _write_despite_disk_error(self) -> None:
+        """A write from the primary while our own disk refuses writes (our AOF failed): the replica stops
+        rather than diverge from what it could persist, unless replica-ignore-disk-write-errors (Redis 7's
+        processCommand for its master client; a warning at most every 10 s then)."""
+        server = self.server
+        if not server.config["replica-ignore-disk-write-errors"]:
+            log.critical("Guru Meditation: Replica was unable to write command to disk.")
+            logging.shutdown()
+            os._exit(1)  # as Redis's serverPanic: no save, no cleanup
+        now = server.clock()
+        if now > self.disk_warned + 10_000:
+            self.disk_warned = now
+            log.warning("Replica is applying a command even though it is unable to write to disk.")
 
     def send_ack(self) -> None:
         """REPLCONF ACK <offset> FACK <offset fsynced to our AOF>."""
