@@ -43,6 +43,7 @@ class AofWriter:
         self.timestamps = False  # aof-timestamp-enabled: a `#TS:<unix seconds>` line when the second changes
         self._timestamp = 0
         self._error_logged = float("-inf")
+        self.hold_fsync = False  # no-appendfsync-on-rewrite while a child writes: no fsync until it ends (the owner sets it)
 
     def feed(self, batch: list[list[bytes]]) -> None:
         if self.timestamps:
@@ -67,8 +68,8 @@ class AofWriter:
         errno MISCONF reports (ENOSPC after a partial write, as Redis).
         """
         if not self.buffer:
-            if policy == "always" and self.synced < self.size:
-                self._fsync_always()
+            if policy == "always" and self.synced < self.size and not self.hold_fsync:
+                self._fsync_always()  # (what a held fsync left unsynced, once the child is gone)
             return True
         if policy == "everysec" and not force and self.fsync_in_progress():
             now = time.monotonic()
@@ -95,7 +96,7 @@ class AofWriter:
         if self.write_error is not None:
             log.info("AOF write error looks solved, Millrace can write again.")
         self.write_error = None
-        if policy == "always":
+        if policy == "always" and not self.hold_fsync:
             self._fsync_always()
         return True
 
@@ -144,7 +145,7 @@ class AofWriter:
         """Retry a failed write; under `everysec`, start a background fsync once a second."""
         if self.buffer and self.write_error is not None:
             self.flush(policy, force=True)
-        if policy == "everysec" and self.synced < self.size and not self.fsync_in_progress():
+        if policy == "everysec" and self.synced < self.size and not self.hold_fsync and not self.fsync_in_progress():
             if time.monotonic() - self.last_fsync >= 1:
                 self._fsyncing = threading.Thread(target=self._background_fsync, args=(self.size,), daemon=True)
                 self._fsyncing.start()
@@ -163,6 +164,7 @@ class AofWriter:
         """Write and fsync everything now (shutdown, a rewrite's switch, DEBUG LOADAOF)."""
         if self._fsyncing is not None:
             self._fsyncing.join()
+        self.hold_fsync = False
         self.flush("always", force=True)
 
     def close(self) -> None:

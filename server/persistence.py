@@ -784,7 +784,7 @@ class Persistence:
         aof = self.aof
         if aof is not None:
             self.flush()  # effects no reply carried out (active expiry, CLIENT REPLY OFF)
-            aof.cron(self.config["appendfsync"])
+            aof.cron(self.config["appendfsync"])  # (hold_fsync as flush() just set it)
             if not aof.buffer:
                 self._file_db = server._propagated_db
         now = time.time()
@@ -824,6 +824,7 @@ class Persistence:
         """Before replies go out: write the turn's effects (and fsync under `always`)."""
         aof = self.aof
         policy = self.config["appendfsync"]
+        aof.hold_fsync = self.config["no-appendfsync-on-rewrite"] and self._child_writing()
         try:
             ok = aof.flush(policy)
         except OSError as exc:
@@ -834,6 +835,12 @@ class Persistence:
             self._file_db = self.server._propagated_db
         if not ok or self.server.disk_error is not None:
             self._update_refusal()
+
+    def _child_writing(self) -> bool:
+        """A child is writing (a snapshot, a rewrite, a replica's snapshot): no-appendfsync-on-rewrite holds
+        the AOF's fsyncs meanwhile, as Redis's hasActiveChildProcess() check in flushAppendOnlyFile."""
+        replication = self.server.replication
+        return self.child is not None or (replication is not None and any(link.child for link in replication.replicas))
 
     # -- shutdown, DEBUG ---------------------------------------------------------------
 
