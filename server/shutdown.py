@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .blocking import Block
 from .pause import pause, release
 
 log = logging.getLogger("millrace")
 
-SHUTDOWN_KEY = b"\x00shutdown"  # the pseudo key SHUTDOWN callers wait on (never ready: the shutdown ends their wait)
 FAILED = "ERR Errors trying to SHUTDOWN. Check logs."
 
 
@@ -44,6 +43,9 @@ class Shutdown:
 
     flags: Flags
     deadline_ms: int
+    # the SHUTDOWN callers waiting (parked on no key: Redis's BLOCKED_SHUTDOWN counts in blocked_clients,
+    # not in total_blocking_keys); one may have gone since (closed, or unblocked by a role change)
+    callers: list[Block] = field(default_factory=list)
 
 
 def _never() -> None:
@@ -72,7 +74,7 @@ def prepare(server, flags: Flags) -> bool | None:
     when the shutdown failed (logged; the server goes on)."""
     if in_progress(server):
         return None  # the shutdown under way decides
-    log.warning("User requested shutdown...")
+    log.info("User requested shutdown...")
     timeout = server.config["shutdown-timeout"]
     if not flags.now and timeout and not ready(server):
         server.shutdown_wait = Shutdown(flags, server.clock() + timeout * 1000)
@@ -101,8 +103,7 @@ def finish(server, flags: Flags) -> bool:
     save = flags.save or (not flags.nosave and bool(server.config["save"]))
     server.shutdown_save, server.shutdown_nosave = save, flags.nosave
     persistence = server.persistence
-    if persistence is not None and not persistence.prepare_shutdown(save=save, force=flags.force):
-        log.warning("Errors trying to shut down the server. Check the logs for more information.")
+    if persistence is not None and not persistence.prepare_shutdown(save=save, force=flags.force):  # (logged there)
         cancel(server)
         return False
     server.shutdown()
@@ -113,10 +114,10 @@ def cancel(server) -> int:
     """cancelShutdown: the wait ends, its SHUTDOWN callers get the error, writes go on; how many callers
     were answered. As Redis's replyToClientsBlockedOnShutdown, their SHUTDOWN is not counted (INFO
     commandstats, LATENCY HISTOGRAM, the slowlog): the error is the command running now's (ABORT's)."""
+    wait = server.shutdown_wait
     server.shutdown_wait = None
     server.shutdown_asap = False
-    waiters = server.blocking.waiters
-    callers = [block for (_db, key), queue in waiters.items() if key == SHUTDOWN_KEY for block in queue]
+    callers = [block for block in wait.callers if block.client is not None and block.client.blocked is block] if wait else []
     for block in callers:
         block.command = None
         server.unblock(block, server.error(FAILED))
@@ -133,10 +134,18 @@ def abort(server) -> int | None:
     return answered
 
 
-def wait_block() -> Block:
-    """What a SHUTDOWN caller waits on while the replicas catch up: the shutdown ends the wait, by exiting
-    or by cancel()'s error."""
-    return Block([SHUTDOWN_KEY], 0, _never)
+def is_caller(server, block: Block) -> bool:
+    """Whether block is a SHUTDOWN caller's wait: CLIENT UNBLOCK leaves it (Redis's BLOCKED_SHUTDOWN cannot time out)."""
+    wait = server.shutdown_wait
+    return wait is not None and block in wait.callers
+
+
+def wait_block(server) -> Block:
+    """What a SHUTDOWN caller waits on while the replicas catch up (no key): the shutdown ends the wait,
+    by exiting or by cancel()'s error."""
+    block = Block([], 0, _never)
+    server.shutdown_wait.callers.append(block)
+    return block
 
 
 def cron(server, now: int) -> None:
@@ -160,6 +169,4 @@ def on_signal(server, sigint: bool) -> None:
         return
     words = server.config["shutdown-on-sigint" if sigint else "shutdown-on-sigterm"].split()
     flags = Flags(save="save" in words, nosave="nosave" in words, now="now" in words, force="force" in words)
-    if prepare(server, flags) is False:
-        log.warning("%s received but errors trying to shut down the server, check the logs for more information", name)
-        server.shutdown_asap = False
+    prepare(server, flags)  # a failure is logged, and cancel()led: shutdown_asap is cleared

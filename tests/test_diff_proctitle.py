@@ -92,8 +92,6 @@ def test_a_snapshot_child_has_its_own_title():
         server.stop()
 
 
-
-
 def test_set_proc_title_no_still_retitles_on_config_set():
     """set-proc-title only decides the title at start-up: with `no`, CONFIG SET proc-title-template
     retitles the server all the same (Redis's updateProcTitleTemplate calls redisSetProcTitle)."""

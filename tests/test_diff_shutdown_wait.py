@@ -362,3 +362,90 @@ def test_no_getack_while_writes_are_held_already():
     stories = {kind: no_getack_story(kind) for kind in KINDS}
     assert stories["millrace"] == stories["redis"]
     assert dict(stories["millrace"])["offset moved by"] == 0
+
+
+def _log_after(text: str, marker: str) -> list[str]:
+    """The log's lines after the one with `marker`, as `<level> <message>` (pid, role and time dropped),
+    but the save's own error (its temporary file's name differs)."""
+    lines = text[text.index(marker) :].splitlines()[1:]
+    return [" ".join(line.split(" ")[5:]) for line in lines if "Error moving temp DB file" not in line]
+
+
+def test_a_failed_save_on_sigterm_logs_as_redis():
+    """SIGTERM whose final save fails: the server stays up, and logs what Redis logs, once each."""
+    require_redis()
+    found = {}
+    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
+        server = start("--save", "3600 1", "--dbfilename", "dump.x")
+        blocker = os.path.join(server.dir, "dump.x")
+        os.mkdir(blocker)  # a directory where the snapshot goes: the save fails
+        try:
+            server.client().set("k", "v")
+            server.proc.send_signal(signal.SIGTERM)
+            wait_for(lambda s=server: "Errors trying to shut down" in s.read_log(), what="the failed shutdown")
+            server.client().ping()  # up, and everything the failure logs is logged by now
+            found[kind] = _log_after(server.read_log(), "Received SIGTERM")
+        finally:
+            os.rmdir(blocker)
+            server.stop()
+    assert found["millrace"] == found["redis"]
+    assert found["millrace"][-1] == "# Errors trying to shut down the server. Check the logs for more information."
+
+
+def waiting_caller_story(kind: str) -> list:
+    """The SHUTDOWN caller waits on no key (Redis's BLOCKED_SHUTDOWN): it counts in blocked_clients and is
+    flagged `b`, but not in total_blocking_keys; a caller that goes meanwhile leaves the others waiting."""
+    with pair(kind, "--shutdown-timeout", "60", "--save", "") as (primary, replica):
+        admin = primary.client()
+        freeze(replica)
+        admin.set("k", "v")
+        callers = [RawConn(primary.port) for _ in range(2)]
+        for caller in callers:
+            caller.send(encode_command("SHUTDOWN"))
+        wait_for(lambda: admin.info("clients")["blocked_clients"] == 2, what="both callers waiting")
+        fields = admin.info("clients")
+        out = [("clients", fields["blocked_clients"], fields["total_blocking_keys"])]
+        listing = admin.execute_command("CLIENT", "LIST").decode().splitlines()
+        out.append(("flags", [line.split(" flags=")[1].split()[0] for line in listing if "cmd=shutdown" in line]))
+        callers[0].close()
+        wait_for(lambda: admin.info("clients")["blocked_clients"] == 1, what="one caller gone")
+        out.append(("abort", admin.execute_command("SHUTDOWN", "ABORT")))
+        out.append(("other caller's reply", str(callers[1].read())))
+        out.append(("blocked after", admin.info("clients")["blocked_clients"]))
+        thaw(replica)
+        return out
+
+
+def test_the_waiting_caller_blocks_on_no_key():
+    require_redis()
+    stories = {kind: waiting_caller_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert stories["millrace"][0] == ("clients", 2, 0)
+
+
+def unblock_story(kind: str) -> list:
+    """CLIENT UNBLOCK leaves a SHUTDOWN caller waiting for its replicas (Redis's BLOCKED_SHUTDOWN cannot time out)."""
+    with pair(kind, "--shutdown-timeout", "60", "--save", "") as (primary, replica):
+        admin = primary.client()
+        freeze(replica)
+        admin.set("k", "v")
+        caller = RawConn(primary.port)
+        caller_id = caller.call("CLIENT", "ID")
+        caller.send(encode_command("SHUTDOWN"))
+        wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+        out = [
+            ("unblock", admin.execute_command("CLIENT", "UNBLOCK", caller_id)),
+            ("unblock error", admin.execute_command("CLIENT", "UNBLOCK", caller_id, "ERROR")),
+            ("caller still waits", no_reply_for(caller, 0.3)),
+            ("blocked_clients", admin.info("clients")["blocked_clients"]),
+            ("abort", admin.execute_command("SHUTDOWN", "ABORT")),
+        ]
+        thaw(replica)
+        return out
+
+
+def test_client_unblock_leaves_a_shutdown_caller():
+    require_redis()
+    stories = {kind: unblock_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert dict(stories["millrace"])["unblock"] == 0

@@ -556,7 +556,7 @@ def shutdown(ctx, argv):
         raise ReplyError(stopping.FAILED)
     outcome = stopping.prepare(server, flags)
     if outcome is None:
-        return stopping.wait_block()  # the replicas catch up first; the exit (or cancel()'s error) ends the wait
+        return stopping.wait_block(server)  # the replicas catch up first; the exit (or cancel()'s error) ends the wait
     if not outcome:
         raise ReplyError(stopping.FAILED)  # FORCE exits even so, as Redis
     ctx.close_after_reply = True
