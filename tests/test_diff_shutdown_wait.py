@@ -449,3 +449,23 @@ def test_client_unblock_leaves_a_shutdown_caller():
     stories = {kind: unblock_story(kind) for kind in KINDS}
     assert stories["millrace"] == stories["redis"]
     assert dict(stories["millrace"])["unblock"] == 0
+
+
+def wait_keys_story(kind: str) -> tuple:
+    """A WAIT blocked on a lagging replica counts in blocked_clients, not in total_blocking_keys."""
+    with pair(kind, "--save", "") as (primary, replica):
+        freeze(replica)
+        waiter = RawConn(primary.port)
+        waiter.call("SELECT", "3")  # (WAIT's own wait is on no key, in whatever database)
+        waiter.call("SET", "x", "1")
+        waiter.send(encode_command("WAIT", "1", "0"))
+        held = no_reply_for(waiter, 0.3)
+        fields = primary.client().info("clients")
+        thaw(replica)
+        return held, fields["blocked_clients"], fields["total_blocking_keys"], fields["total_blocking_keys_on_nokey"]
+
+
+def test_a_waiting_wait_blocks_on_no_key():
+    require_redis()
+    found = {kind: wait_keys_story(kind) for kind in KINDS}
+    assert found["millrace"] == found["redis"] == (True, 1, 0, 0)
