@@ -7,6 +7,7 @@ Like redis-server: an optional config file path first, then any parameter as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import logging
@@ -266,6 +267,10 @@ async def serve(server: Server) -> None:
             _cannot_listen(f"{host}:{config['port']}", exc)
     if not sockets:
         _cannot_listen(f"*:{config['port']}", OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL)))
+    if config["socket-mark-id"]:  # SO_MARK on the listening sockets (routing, firewalls), as Redis; not critical
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_MARK", 36), config["socket-mark-id"])
     server.port = sockets[0].getsockname()[1]
     proctitle.start(config, server.port)
     config.listeners.append(lambda name, value: proctitle.on_config(config, name))
