@@ -467,6 +467,7 @@ for _name, _alias in (
 ):
     PARAMS[_name].alias, PARAMS[_alias].alias = _alias, _name
     PARAMS[_alias].older = True
+_param("syslog-facility", "enum", "local0", choices=("user", *(f"local{i}" for i in range(8))), mutable=False)  # (server/main.py)
 # Strings Redis checks although Millrace does not use them.
 PARAMS["proc-title-template"].normalize = lambda v: _proc_title_template(v)
 PARAMS["locale-collate"].normalize = lambda v: _locale_collate(v)

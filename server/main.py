@@ -11,6 +11,7 @@ import contextlib
 import errno
 import gc
 import logging
+import logging.handlers
 import os
 import signal
 import socket
@@ -243,12 +244,36 @@ class _RedisFormatter(logging.Formatter):
         return super().format(record)
 
 
+class _Syslog(logging.handlers.SysLogHandler):
+    """syslog-enabled: each log line's message to the local syslog as Redis's openlog/syslog send it
+    (`<PRI>Mmm dd hh:mm:ss ident[pid]: message`), Redis's levels as syslog's (notice is NOTICE)."""
+
+    PRIORITIES = {"DEBUG": "debug", logging.getLevelName(VERBOSE): "info", "INFO": "notice"}  # the rest: warning
+
+    def __init__(self, ident: str, facility: str) -> None:
+        super().__init__("/dev/log", facility=self.facility_names[facility])
+        self.append_nul = False
+        self.tag = ident
+
+    def mapPriority(self, levelName: str) -> str:  # noqa: N802 (the base class's name)
+        return self.PRIORITIES.get(levelName, "warning")
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.localtime(record.created)
+        return f"{time.strftime('%b', stamp)} {stamp.tm_mday:2d} {time.strftime('%H:%M:%S', stamp)} {self.tag}[{record.process}]: {record.getMessage()}"
+
+
 def setup_logging(config: Config) -> None:
     handler: logging.Handler
     handler = logging.FileHandler(config["logfile"]) if config["logfile"] else logging.StreamHandler(sys.stdout)
     handler.setFormatter(_RedisFormatter("%(process)d:M %(asctime)s.%(msecs)03d %(symbol)s %(message)s", "%d %b %Y %H:%M:%S"))
     log.handlers[:] = [handler]
     log.setLevel(_LEVELS[config["loglevel"]])
+    if config["syslog-enabled"]:
+        try:
+            log.addHandler(_Syslog(config["syslog-ident"], config["syslog-facility"]))
+        except OSError as exc:  # (Redis's syslog() drops the lines without a word)
+            log.warning("syslog-enabled: the local syslog (/dev/log) cannot be reached: %s", exc.strerror or exc)
     config.listeners.append(lambda name, value: name == "loglevel" and log.setLevel(_LEVELS[value]))
 
 
