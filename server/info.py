@@ -114,6 +114,8 @@ def _server(server) -> list[tuple[str, object]]:
 
 
 def _clients(server) -> list[tuple[str, object]]:
+    from .commands.replication import WAIT_KEY
+
     clients = server.clients.values()  # our primary's link among them, as Redis's server.master
     return [
         ("connected_clients", sum(1 for c in clients if c.replica is None)),  # Redis's clients less its replicas
@@ -127,7 +129,7 @@ def _clients(server) -> list[tuple[str, object]]:
         ("watching_clients", sum(1 for c in clients if c.watched)),
         ("clients_in_timeout_table", sum(1 for c in clients if c.blocked is not None and c.blocked.timer is not None)),
         ("total_watched_keys", len(server.watched)),
-        ("total_blocking_keys", len(server.blocking.waiters)),
+        ("total_blocking_keys", sum(1 for _db, key in server.blocking.waiters if key != WAIT_KEY)),  # WAIT's pseudo key is none
         ("total_blocking_keys_on_nokey", sum(1 for queue in server.blocking.waiters.values() if any(map(_unblocks_on_nokey, queue)))),
     ]
 

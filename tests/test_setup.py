@@ -52,7 +52,8 @@ def test_make_pipeline_installs_spark_without_the_test_tools(tmp_path):
 def test_base_dependencies_are_the_servers_own():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {re.split(r"[<>=\[ ]", dep)[0].lower() for dep in project["dependencies"]}
-    assert names == {"hiredis", "uvloop", "msgpack", "redis", "xxhash"}  # xxhash: IDMPAUTO's XXH3-128, as Redis
+    # xxhash: IDMPAUTO's XXH3-128, as Redis; setproctitle: the process title ps shows (server/proctitle.py)
+    assert names == {"hiredis", "uvloop", "msgpack", "redis", "xxhash", "setproctitle"}
     assert {"spark", "dev"} <= set(project["optional-dependencies"])
 
 

@@ -11,6 +11,7 @@ from protocol.reply import OK, Map, Raw, Set, Verbatim
 from ..client import OFF, ON, SKIP_NEXT
 from ..command import COMMANDS, command, container
 from ..pause import is_postponed, pause, release
+from ..shutdown import is_caller
 from ..syntax import DECLARED, Arg
 from ..tracking import tracking_command
 from .args import help_reply, to_int
@@ -307,9 +308,9 @@ def client_unblock(ctx, argv):
             raise ReplyError("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
     target = ctx.server.clients.get(to_int(argv[2]))
     block = getattr(target, "blocked", None)
-    if block is None or is_postponed(block) or block.internal:  # CLIENT PAUSE's waiters, SCAN's snapshot: not unblockable
-        return 0
     server = ctx.server
+    if block is None or is_postponed(block) or block.internal or is_caller(server, block):  # CLIENT PAUSE's waiters, SCAN's
+        return 0  # snapshot, a SHUTDOWN waiting for its replicas: not unblockable
     if as_error:
         server.unblock(block, server.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"))
         # Redis counts a command failed when an error reply was sent while it ran: this one too
