@@ -139,3 +139,14 @@ def millrace_and_redis(version: str = ORACLE_VERSION):
     finally:
         for proc in procs:
             proc.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.02):
+    """predicate()'s first true value, polled every `interval` seconds; fails the test after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)

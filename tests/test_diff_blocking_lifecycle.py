@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.rawclient import RawConn, encode_command
-from tests.servers import millrace_and_redis, require_redis, start_millrace, start_redis
+from tests.servers import millrace_and_redis, require_redis, start_millrace, start_redis, wait_for
 
 UNBLOCKED = "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
 
@@ -47,16 +47,6 @@ def pairs():
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def info_field(conn: RawConn, section: str, field: str) -> str:

@@ -22,17 +22,7 @@ import pytest
 
 from persistence import aof as aoffile
 from tests.rawclient import RawConn
-from tests.servers import free_port, require_redis, start_millrace, start_redis
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.servers import free_port, require_redis, start_millrace, start_redis, wait_for
 
 
 def call(port: int, *argv):

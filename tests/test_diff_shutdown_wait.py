@@ -18,19 +18,9 @@ import time
 import pytest
 
 from tests.rawclient import RawConn, encode_command
-from tests.servers import require_redis, start_millrace, start_redis
+from tests.servers import require_redis, start_millrace, start_redis, wait_for
 
 KINDS = ("redis", "millrace")
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def start_pair(kind: str, *primary_args: str):
