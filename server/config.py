@@ -127,7 +127,6 @@ class Param:
     older: bool = False  # the alias is Redis's earlier spelling: CONFIG REWRITE writes the current one only
     multi: bool = False  # takes several words on the command line / in the file (save, bind)
     protected: bool = False  # CONFIG SET refuses it unless enable-protected-configs allows
-    listener: bool = False  # mutable in Redis (it rebinds); here validated, then refused unless unchanged
     hidden: bool = False  # Redis's HIDDEN_CONFIG: CONFIG GET answers its exact name, never a pattern
     normalize: Callable[[object], object] | None = None  # Redis's own check or stored form, after the kind's parse
     merge: Callable[[object, object], object] | None = None  # the stored value from the current one and a new one
@@ -140,8 +139,8 @@ def _param(name: str, kind: str, default: object, **kw) -> None:
     PARAMS[name] = Param(name, kind, default, **kw)
 
 
-_param("port", "int", 6379, high=65535, listener=True)
-_param("bind", "string", "127.0.0.1 -::1", multi=True, listener=True)
+_param("port", "int", 6379, high=65535)  # CONFIG SET listens anew (server/main.py _relisten)
+_param("bind", "string", "127.0.0.1 -::1", multi=True)
 _param("dir", "string", ".", protected=True)  # Redis: the working directory; it must exist
 _param("dbfilename", "string", "dump.mpk", protected=True, normalize=lambda v: _base_name(v, "dbfilename", "filename"))
 _param("enable-protected-configs", "enum", "no", choices=("no", "yes", "local"), mutable=False)
@@ -771,8 +770,6 @@ class Config:
                 if param.name == "dir" and not startup and not os.path.isdir(raw):
                     raise ConfigError("No such file or directory")
                 value = parse_value(param, raw)
-                if param.listener and not startup and value != self.values[param.name]:
-                    raise ConfigError("can't set immutable config")
                 parsed.append((param, value))
             except ConfigError as exc:
                 raise _invalid(name, str(exc)) from None

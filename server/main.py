@@ -281,21 +281,12 @@ async def serve(server: Server) -> None:
     loop = asyncio.get_running_loop()
     server.loop = loop
     config = server.config
-    sockets = []
-    for word in config["bind"].split():
-        host = word.lstrip("-")
-        try:
-            sockets.append(_listen(host, config["port"], config["tcp-backlog"]))
-        except OSError as exc:
-            if word.startswith("-") and exc.errno in UNAVAILABLE:
-                continue  # an optional address this host does not have (Redis's '-')
-            _cannot_listen(f"{host}:{config['port']}", exc)
+    try:
+        sockets, _kept = _bind_all(config)
+    except _ListenError as exc:
+        _cannot_listen(exc.address, exc.cause)
     if not sockets:
         _cannot_listen(f"*:{config['port']}", OSError(errno.EADDRNOTAVAIL, os.strerror(errno.EADDRNOTAVAIL)))
-    if config["socket-mark-id"]:  # SO_MARK on the listening sockets (routing, firewalls), as Redis; not critical
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_MARK", 36), config["socket-mark-id"])
     server.port = sockets[0].getsockname()[1]
     proctitle.start(config, server.port)
     config.listeners.append(lambda name, value: proctitle.on_config(config, name))
@@ -309,6 +300,7 @@ async def serve(server: Server) -> None:
     server.loading = server.refusing = True
     try:
         listeners = [await loop.create_server(lambda: Client(server), sock=sock) for sock in sockets]
+        config.listeners.append(lambda name, value: _relisten(server, listeners, name))
         for hook in server.startup_hooks:
             steps = hook()
             if steps is not None:  # a loader's steps: the clients are served between them
@@ -347,6 +339,75 @@ async def _load(server: Server, steps, stopped: asyncio.Future) -> None:
         steps.close()  # a load cut short by a shutdown runs its own cleanup now
 
 
+class _ListenError(Exception):
+    def __init__(self, address: str, cause: OSError) -> None:
+        super().__init__(address)
+        self.address, self.cause = address, cause
+
+
+def _bind_all(config: Config, current: dict | None = None) -> tuple[list[socket.socket], list]:
+    """Listening sockets for every bind address at the configured port (an optional '-' address this
+    host lacks is skipped), marked with socket-mark-id: (new sockets, the `current` listeners, by
+    address, that already listen where wanted). _ListenError for a required one, no new one left open."""
+    current = current or {}
+    sockets: list[socket.socket] = []
+    kept: list = []
+    port = config["port"]
+    try:
+        for word in config["bind"].split():
+            host = word.lstrip("-")
+            try:
+                address = _address(host, port)[4][:2]
+                if address in current:
+                    kept.append(current[address])
+                    continue
+                sockets.append(_listen(host, port, config["tcp-backlog"]))
+            except OSError as exc:
+                if word.startswith("-") and exc.errno in UNAVAILABLE:
+                    continue  # an optional address this host does not have (Redis's '-')
+                raise _ListenError(f"{host}:{port}", exc) from exc
+    except _ListenError:
+        for sock in sockets:
+            sock.close()
+        raise
+    if config["socket-mark-id"]:  # SO_MARK on the listening sockets (routing, firewalls), as Redis; not critical
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_MARK", 36), config["socket-mark-id"])
+    return sockets, kept
+
+
+def _relisten(server: Server, listeners: list, name: str) -> None:
+    """CONFIG SET port / bind: listen where the settings now say (port 0: on no TCP port), keeping the
+    listeners already there and stopping the others; the connections made through them stay. Refused,
+    every old listener still listening, when a required address cannot be bound (Redis's changeListener)."""
+    if name not in ("port", "bind"):
+        return
+    config = server.config
+    why = "Unable to listen on this port. Check server logs." if name == "port" else "Failed to bind to specified addresses."
+    current = {tuple(sock.getsockname()[:2]): listener for listener in listeners for sock in listener.sockets}
+    try:
+        sockets, kept = _bind_all(config, current) if config["port"] else ([], [])
+    except _ListenError as exc:
+        log.warning("Warning: Could not create server TCP listening socket %s: bind: %s", exc.address, exc.cause.strerror or exc.cause)
+        raise ConfigError(why) from None
+    if config["port"] and not sockets and not kept:
+        raise ConfigError(why)
+    for old in listeners:
+        if old not in kept:
+            old.close()
+    listeners[:] = kept
+    loop = server.loop
+
+    async def serve_on(sock: socket.socket) -> None:
+        listeners.append(await loop.create_server(lambda: Client(server), sock=sock))
+
+    for sock in sockets:
+        loop.create_task(serve_on(sock))
+    bound = [sock.getsockname()[1] for sock in sockets] + [sock.getsockname()[1] for listener in kept for sock in listener.sockets]
+    server.port = bound[0] if bound else 0
+
+
 # Errors that make an optional ('-') bind address skipped rather than fatal, as Redis's listenToPort.
 UNAVAILABLE = frozenset({errno.ENOPROTOOPT, errno.EPROTONOSUPPORT, errno.ESOCKTNOSUPPORT, errno.EPFNOSUPPORT, errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL})
 
@@ -360,10 +421,15 @@ def _cannot_listen(address: str, exc: OSError) -> None:
     sys.exit(1)
 
 
+def _address(host: str, port: int) -> tuple:
+    """getaddrinfo's first answer for a bind address (Redis's wildcards `*` and `::*` included)."""
+    host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+
 def _listen(host: str, port: int, backlog: int) -> socket.socket:
     """A listening TCP socket on host:port (SO_REUSEADDR, IPv6 only for IPv6 hosts, as Redis binds)."""
-    host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)  # Redis's wildcards
-    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _name, address = _address(host, port)
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
