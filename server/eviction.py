@@ -22,7 +22,12 @@ its DEL propagated, blocked readers, WATCH and tracking told, `evicted` notified
 
 from __future__ import annotations
 
+import logging
+import math
 import random
+from time import perf_counter_ns
+
+log = logging.getLogger("millrace")
 
 LFU_INIT_VAL = 5  # a new object's counter (Redis's LFU_INIT_VAL)
 # Lookups Redis makes with LOOKUP_NOTOUCH (or dbFind): they leave the access clock as it is
@@ -33,7 +38,17 @@ NO_TOUCH = frozenset({
 # Commands that look their keys up twice (a read, then a write or a serve): two LFU touches, as in Redis
 TWICE = frozenset({"getset", "xread", "xreadgroup"})
 REFRESH_MS = 1000  # how old a database's list of candidate keys may grow
-MAX_EVICTIONS = 1000  # per command: a command over the limit still runs (Redis's EVICT_RUNNING), the next goes on
+CHECK_EVERY = 16  # evictions between two looks at the clock (Redis's performEvictions)
+
+
+def eviction_time_limit_us(tenacity: int) -> float:
+    """Redis's evictionTimeLimitUs: 50 us a step of maxmemory-eviction-tenacity up to 10 (500 us, the
+    default), then 15 % more a step (about two minutes at 99); 100: no limit."""
+    if tenacity <= 10:
+        return 50 * tenacity
+    if tenacity < 100:
+        return int(500.0 * 1.15 ** (tenacity - 10))
+    return math.inf
 
 
 def policy_kind(policy: str) -> str | None:
@@ -165,7 +180,7 @@ class AccessClock:
 class Evictor:
     """`server.evictor`: frees memory under maxmemory-policy (see the module docstring)."""
 
-    __slots__ = ("server", "candidates", "listed_at", "next_db", "rng")
+    __slots__ = ("server", "candidates", "listed_at", "next_db", "rng", "running", "exceeded_since", "exceeded_total")
 
     def __init__(self, server) -> None:
         self.server = server
@@ -173,33 +188,87 @@ class Evictor:
         self.listed_at: dict[int, int] = {}
         self.next_db = 0  # the random policies go round the databases, as Redis's
         self.rng = random.Random()
+        self.running = False  # evictions go on between loop turns (Redis's eviction time proc)
+        self.exceeded_since = 0  # perf_counter_ns when used memory last went over maxmemory for good (0: it is not)
+        self.exceeded_total = 0  # ns over maxmemory before, in all (INFO total_eviction_exceeded_time)
 
     def evict(self, meter) -> bool:
-        """Evict until `meter` says used memory is under maxmemory or there is nothing left to evict;
-        True if MAX_EVICTIONS keys went first (cut short: the command may run, the next one goes on)."""
+        """Evict until `meter` says used memory is under maxmemory or there is nothing left to evict, for
+        at most maxmemory-eviction-tenacity's time (looking at the clock every 16 keys, as Redis); True if
+        that time ran out first (Redis's EVICT_RUNNING: the command may run, and evictions go on between
+        loop turns until memory is back under maxmemory)."""
         server = self.server
         policy = server.config["maxmemory-policy"]
         maxmemory = server.config["maxmemory"]
-        if policy == "noeviction" or not maxmemory:
+        if not maxmemory:
             return False
         replication = server.replication
         if replication is not None and replication.master is not None and server.config["replica-ignore-maxmemory"]:
             return False  # a replica's data is its primary's: the primary's evictions reach it as DELs
+        if policy == "noeviction":
+            self.exceeded(meter.used() > maxmemory)
+            return False
         volatile = policy.startswith("volatile-")
-        cut_short = True
-        for _ in range(MAX_EVICTIONS):
-            if meter.used() <= maxmemory:
-                cut_short = False
-                break
+        limit_ns = eviction_time_limit_us(server.config["maxmemory-eviction-tenacity"]) * 1000
+        started = perf_counter_ns()
+        freed = 0
+        running = False
+        while meter.used() > maxmemory:
             victim = self._random(volatile) if policy.endswith("random") else self._best(policy, volatile)
             if victim is None:
-                cut_short = False
-                break
+                break  # nothing left to evict (Redis's EVICT_FAIL)
             db, key = victim
             meter.freed(self._size(db, key))
             self.delete(db, key)
+            freed += 1
+            if freed % CHECK_EVERY == 0 and perf_counter_ns() - started > limit_ns:
+                running = True
+                self.go_on()
+                break
         meter.update()
-        return cut_short
+        self.exceeded(meter.used() > maxmemory)
+        return running
+
+    def go_on(self) -> None:
+        """Evict on between loop turns (Redis's evictionTimeProc), each turn for the same time at most."""
+        if not self.running:
+            self.running = True
+            self.server.loop.call_soon(self._turn)
+
+    def new_maxmemory(self) -> None:
+        """CONFIG SET maxmemory below the memory in use: evictions start at once, between loop turns
+        (Redis's updateMaxmemory), not at the next write."""
+        server = self.server
+        meter = server.memory_meter
+        meter.update()
+        if server.oom and server.loop is not None:
+            log.warning(
+                "WARNING: the new maxmemory value set via CONFIG SET (%d) is smaller than the current memory usage (%d). "
+                "This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.",
+                server.config["maxmemory"], meter.used(),
+            )  # fmt: skip
+            self.go_on()
+
+    def _turn(self) -> None:
+        self.running = False
+        server = self.server
+        if server.loading or server.pause is not None or not server.config["maxmemory"]:
+            return  # (Redis's isSafeToPerformEvictions; a pause holds evictions too)
+        self.evict(server.memory_meter)
+
+    def exceeded(self, over: bool) -> None:
+        """Time spent over maxmemory, as Redis's stat_last/total_eviction_exceeded_time."""
+        if over:
+            if not self.exceeded_since:
+                self.exceeded_since = perf_counter_ns()
+        elif self.exceeded_since:
+            self.exceeded_total += perf_counter_ns() - self.exceeded_since
+            self.exceeded_since = 0
+
+    def exceeded_ms(self) -> tuple[int, int]:
+        """INFO's (total_eviction_exceeded_time, current_eviction_exceeded_time), in ms."""
+        current = perf_counter_ns() - self.exceeded_since if self.exceeded_since else 0
+        return (self.exceeded_total + current) // 1_000_000, current // 1_000_000
 
     def _keys(self, db, volatile: bool, fresh: bool) -> list[bytes]:
         clock = self.server.access

@@ -305,8 +305,8 @@ def _stats(server) -> list[tuple[str, object]]:
         ("evicted_keys", server.stats["evicted_keys"]),
         ("evicted_clients", 0),
         ("evicted_scripts", 0),
-        ("total_eviction_exceeded_time", 0),
-        ("current_eviction_exceeded_time", 0),
+        ("total_eviction_exceeded_time", server.evictor.exceeded_ms()[0]),
+        ("current_eviction_exceeded_time", server.evictor.exceeded_ms()[1]),
         ("keyspace_hits", server.keyspace_hits),
         ("keyspace_misses", server.keyspace_misses),
         ("pubsub_channels", len(server.pubsub.channels)),
@@ -479,6 +479,7 @@ def reset_stats(server) -> None:
         cmd.latency_hist.clear()
     server.reads_processed = server.writes_processed = 0
     server.lazyfree.freed = 0  # Redis's lazyfreeResetStats
+    server.evictor.exceeded_total = server.evictor.exceeded_since = 0
     server.net_input_bytes = server.net_output_bytes = 0
     server.ops_samples.clear()
     server.memory_peak = 0

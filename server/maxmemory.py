@@ -148,9 +148,11 @@ class MemoryMeter:
 
     def admit(self, client, cmd, argv: list[bytes]) -> bool:
         """Before a denyoom command: evict as the policy allows while used memory is over maxmemory;
-        False (refuse it) if it still is. Evictions cut short by their cap let the command run, as
-        Redis's EVICT_RUNNING: the next command evicts on."""
+        False (refuse it) if it still is. Evictions cut short by maxmemory-eviction-tenacity let the
+        command run, as Redis's EVICT_RUNNING: they go on between loop turns."""
         server = self.server
+        if not server.oom and server.evictor.exceeded_since:
+            server.evictor.exceeded(False)  # back under maxmemory (Redis's EVICT_OK ends the exceeded time)
         if server.oom:
             replication = server.replication
             if replication is not None and replication.master is not None and server.config["replica-ignore-maxmemory"]:

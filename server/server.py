@@ -167,6 +167,7 @@ class Server:
         self.tracking = None  # server.tracking.Tracking once a client enables CLIENT TRACKING (Redis's TrackingTable)
         self.expired_stale_perc = 0.0  # INFO expired_stale_perc (a fraction): active expiry's moving average
         self.evictor = Evictor(self)  # maxmemory-policy's evictions (server/eviction.py)
+        self.config.listeners.append(lambda name, value: name == "maxmemory" and self.evictor.new_maxmemory())
         self.lazyfree = LazyFree(self)  # flushed databases, freed a slice at a time (server/lazyfree.py)
         self.access: AccessClock | None = None  # the keys' access clock, while an LRU or LFU policy is set
         self.policy_changed()

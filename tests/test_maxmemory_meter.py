@@ -53,30 +53,46 @@ def test_a_pass_survives_writes_between_its_slices():
     assert 0 < measure.total <= dataset_bytes(server) + 2000 * 100
 
 
-def test_evictions_cut_short_by_their_cap_let_the_command_run():
-    """Redis's EVICT_RUNNING: at most MAX_EVICTIONS keys go before one command, which then runs (it
-    used to get OOM while keys were left to evict); the next command evicts on."""
+class _Loop:
+    def __init__(self) -> None:
+        self.soon: list = []
+
+    def call_soon(self, callback, *args) -> None:
+        self.soon.append((callback, args))
+
+
+def test_evictions_cut_short_by_tenacity_let_the_command_run_and_go_on():
+    """Redis's EVICT_RUNNING: maxmemory-eviction-tenacity bounds the time one command evicts for (the
+    clock read every 16 keys; tenacity 0: 16 keys), the command then runs (it used to get OOM while
+    keys were left to evict), and evictions go on between loop turns; tenacity 100: no bound."""
     from server.client import LoadingClient
-    from server.eviction import MAX_EVICTIONS
 
     server = Server()
+    server.loop = loop = _Loop()
     server.config.set("maxmemory-policy", "allkeys-random")
+    server.config.set("maxmemory-eviction-tenacity", "0")
     server.memory_startup = 10_000  # (in process it is 0)
-    server.config.set("maxmemory", "1")  # below the start-up memory: over the limit whatever is evicted
     db = server.keyspace.dbs[0]
-    for i in range(3 * MAX_EVICTIONS):
+    for i in range(3000):
         db.data[b"k%d" % i] = b"v" * 100
+    server.config.set("maxmemory", "1")  # below the start-up memory: over the limit whatever is evicted
     meter = server.memory_meter
     meter.measure(server.now)
     assert server.oom
+    assert len(loop.soon) == 1 and len(db.data) == 3000  # CONFIG SET's evictions start between turns
+    loop.soon.clear()
+    server.evictor.running = False
     client = LoadingClient(server)
     cmd = server.commands[b"set"]
     assert meter.admit(client, cmd, [b"SET", b"new", b"v"])
-    assert len(db.data) == 2 * MAX_EVICTIONS and server.stats["evicted_keys"] == MAX_EVICTIONS
-    assert meter.admit(client, cmd, [b"SET", b"new", b"v"])
-    assert len(db.data) == MAX_EVICTIONS
-    assert meter.admit(client, cmd, [b"SET", b"new", b"v"])  # the last ones: cut short again
-    assert not db.data and not meter.admit(client, cmd, [b"SET", b"new", b"v"])  # nothing left: OOM
+    assert len(db.data) == 3000 - 16 and server.stats["evicted_keys"] == 16
+    assert len(loop.soon) == 1 and server.evictor.exceeded_since  # going on; over maxmemory since
+    callback, args = loop.soon.pop()
+    callback(*args)  # one turn: 16 more, and the next turn asked for
+    assert len(db.data) == 3000 - 32 and len(loop.soon) == 1
+    server.config.set("maxmemory-eviction-tenacity", "100")
+    assert not meter.admit(client, cmd, [b"SET", b"new", b"v"])  # no bound: every key evicted, still over: OOM
+    assert not db.data
 
 
 def test_an_eviction_during_a_sliced_pass_is_counted_once(monkeypatch):
