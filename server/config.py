@@ -773,14 +773,23 @@ class Config:
                 parsed.append((param, value))
             except ConfigError as exc:
                 raise _invalid(name, str(exc)) from None
+        # As Redis: every value is set first, then each is applied (the listeners), seeing all the new ones
+        # (CONFIG SET port P bind A listens on A:P, never on the old addresses at P)
         previous: list[tuple[Param, object]] = []
+        stored: list[tuple[Param, object]] = []
         for param, value in parsed:
             previous.append((param, self.values[param.name]))
+            if param.merge is not None:
+                value = param.merge(self.values[param.name], value)
+            self._put(param, value)
+            stored.append((param, value))
+        for applied, (param, value) in enumerate(stored, 1):
             try:
-                self._store(param, value)
+                self._notify(param, value)
             except ConfigError as exc:  # a listener could not apply it (Redis's apply functions): undo them all
                 for undone, old in reversed(previous):
                     self._put(undone, old)
+                for undone, old in reversed(previous[:applied]):
                     self._notify(undone, old, quiet=True)
                 raise _invalid(param.name, str(exc)) from None
 

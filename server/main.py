@@ -263,15 +263,30 @@ class _Syslog(logging.handlers.SysLogHandler):
         return f"{time.strftime('%b', stamp)} {stamp.tm_mday:2d} {time.strftime('%H:%M:%S', stamp)} {self.tag}[{record.process}]: {record.getMessage()}"
 
 
+LOG_MAX_LEN = 1024  # Redis's buffer for one log message: its first 1023 bytes are written (file and syslog)
+
+
+def _cut_long(record: logging.LogRecord) -> bool:
+    """A handler's filter: a message longer than Redis's LOG_MAX_LEN cut as Redis's vsnprintf cuts it
+    (a longer one is sent whole to the file, and to syslog not at all: too long for a datagram)."""
+    message = record.getMessage()
+    if len(message) >= LOG_MAX_LEN // 4 and len(data := message.encode(errors="replace")) >= LOG_MAX_LEN:
+        record.msg, record.args = data[: LOG_MAX_LEN - 1].decode(errors="ignore"), ()
+    return True
+
+
 def setup_logging(config: Config) -> None:
     handler: logging.Handler
     handler = logging.FileHandler(config["logfile"]) if config["logfile"] else logging.StreamHandler(sys.stdout)
     handler.setFormatter(_RedisFormatter("%(process)d:M %(asctime)s.%(msecs)03d %(symbol)s %(message)s", "%d %b %Y %H:%M:%S"))
+    handler.addFilter(_cut_long)
     log.handlers[:] = [handler]
     log.setLevel(_LEVELS[config["loglevel"]])
     if config["syslog-enabled"]:
         try:
-            log.addHandler(_Syslog(config["syslog-ident"], config["syslog-facility"]))
+            syslog = _Syslog(config["syslog-ident"], config["syslog-facility"])
+            syslog.addFilter(_cut_long)
+            log.addHandler(syslog)
         except OSError as exc:  # (Redis's syslog() drops the lines without a word)
             log.warning("syslog-enabled: the local syslog (/dev/log) cannot be reached: %s", exc.strerror or exc)
     config.listeners.append(lambda name, value: name == "loglevel" and log.setLevel(_LEVELS[value]))
@@ -282,7 +297,7 @@ async def serve(server: Server) -> None:
     server.loop = loop
     config = server.config
     try:
-        sockets, _kept = _bind_all(config)
+        sockets = _bind_all(config)
     except _ListenError as exc:
         _cannot_listen(exc.address, exc.cause)
     if not sockets:
@@ -345,22 +360,15 @@ class _ListenError(Exception):
         self.address, self.cause = address, cause
 
 
-def _bind_all(config: Config, current: dict | None = None) -> tuple[list[socket.socket], list]:
+def _bind_all(config: Config) -> list[socket.socket]:
     """Listening sockets for every bind address at the configured port (an optional '-' address this
-    host lacks is skipped), marked with socket-mark-id: (new sockets, the `current` listeners, by
-    address, that already listen where wanted). _ListenError for a required one, no new one left open."""
-    current = current or {}
+    host lacks is skipped), marked with socket-mark-id. _ListenError for a required one, no new one left open."""
     sockets: list[socket.socket] = []
-    kept: list = []
     port = config["port"]
     try:
         for word in config["bind"].split():
             host = word.lstrip("-")
             try:
-                address = _address(host, port)[4][:2]
-                if address in current:
-                    kept.append(current[address])
-                    continue
                 sockets.append(_listen(host, port, config["tcp-backlog"]))
             except OSError as exc:
                 if word.startswith("-") and exc.errno in UNAVAILABLE:
@@ -374,38 +382,47 @@ def _bind_all(config: Config, current: dict | None = None) -> tuple[list[socket.
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_MARK", 36), config["socket-mark-id"])
-    return sockets, kept
+    return sockets
+
+
+def _at_once(coro):
+    """Run a coroutine that does its work before it first waits (the wait, for a loop turn, dropped)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    return None
+
+
+def _serve_on(server: Server, listeners: list, sockets: list[socket.socket]) -> None:
+    """Accept clients on these listening sockets at once (asyncio's and uvloop's create_server with
+    start_serving=False never wait, nor does start_serving before its loop turn), each server in `listeners`."""
+    for sock in sockets:
+        made = _at_once(server.loop.create_server(lambda: Client(server), sock=sock, start_serving=False))
+        listeners.append(made)
+        _at_once(made.start_serving())
 
 
 def _relisten(server: Server, listeners: list, name: str) -> None:
-    """CONFIG SET port / bind: listen where the settings now say (port 0: on no TCP port), keeping the
-    listeners already there and stopping the others; the connections made through them stay. Refused,
-    every old listener still listening, when a required address cannot be bound (Redis's changeListener)."""
+    """CONFIG SET port / bind, as Redis's changeListener: every listener is closed, then the server
+    listens where the settings now say (port 0: on no TCP port); the connections made through them
+    stay. Refused when a required address cannot be bound (CONFIG SET's undo listens anew where it did)."""
     if name not in ("port", "bind"):
         return
     config = server.config
-    why = "Unable to listen on this port. Check server logs." if name == "port" else "Failed to bind to specified addresses."
-    current = {tuple(sock.getsockname()[:2]): listener for listener in listeners for sock in listener.sockets}
+    for old in listeners:
+        old.close()
+    listeners.clear()
+    server.port = config["port"]
+    if not config["port"]:
+        return
     try:
-        sockets, kept = _bind_all(config, current) if config["port"] else ([], [])
+        sockets = _bind_all(config)
     except _ListenError as exc:
         log.warning("Warning: Could not create server TCP listening socket %s: bind: %s", exc.address, exc.cause.strerror or exc.cause)
-        raise ConfigError(why) from None
-    if config["port"] and not sockets and not kept:
-        raise ConfigError(why)
-    for old in listeners:
-        if old not in kept:
-            old.close()
-    listeners[:] = kept
-    loop = server.loop
-
-    async def serve_on(sock: socket.socket) -> None:
-        listeners.append(await loop.create_server(lambda: Client(server), sock=sock))
-
-    for sock in sockets:
-        loop.create_task(serve_on(sock))
-    bound = [sock.getsockname()[1] for sock in sockets] + [sock.getsockname()[1] for listener in kept for sock in listener.sockets]
-    server.port = bound[0] if bound else 0
+        raise ConfigError("Unable to listen on this port. Check server logs." if name == "port" else "Failed to bind to specified addresses.") from None
+    _serve_on(server, listeners, sockets)
 
 
 # Errors that make an optional ('-') bind address skipped rather than fatal, as Redis's listenToPort.

@@ -60,3 +60,65 @@ def test_config_set_port_and_bind_as_redis():
             server.stop()
     assert found["millrace"] == found["redis"]
     assert dict(found["millrace"])["new port"] == "b'PONG'" and dict(found["millrace"])["old port"] == "refused"
+
+
+def rebinds(server) -> list:
+    """Redis closes every listener before it binds anew: `*` over 127.0.0.1, port and bind in one SET;
+    an address given twice cannot be bound twice."""
+    admin = RawConn(server.port)
+    moved = free_port()
+    out = [
+        ("star", admin.call("CONFIG", "SET", "bind", "*")),
+        ("star answers", answers(server.port)),
+        ("twice", str(admin.call("CONFIG", "SET", "bind", "127.0.0.1 127.0.0.1"))),
+        ("twice, one optional", str(admin.call("CONFIG", "SET", "bind", "127.0.0.1 -127.0.0.1"))),
+        ("bind", admin.call("CONFIG", "GET", "bind")),
+        ("port and bind", admin.call("CONFIG", "SET", "port", str(moved), "bind", "127.0.0.1")),
+        ("moved answers", answers(moved)),
+    ]
+    server.port = moved  # (stop() talks to it there)
+    return out
+
+
+def test_listeners_closed_before_binding_anew_as_redis():
+    require_redis()
+    found = {}
+    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
+        server = start()
+        try:
+            found[kind] = rebinds(server)
+        finally:
+            server.stop()
+    assert found["millrace"] == found["redis"]
+    assert dict(found["millrace"])["moved answers"] == "b'PONG'"
+
+
+def together(server) -> list:
+    """Redis sets every value of a CONFIG SET before it applies any: the port is bound at the new addresses."""
+    admin = RawConn(server.port)
+    busy = socket.socket(socket.AF_INET6)  # the new port, taken on ::1 only (one of the old addresses)
+    busy.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    busy.bind(("::1", 0))
+    busy.listen()
+    try:
+        taken = busy.getsockname()[1]
+        out = [("unbindable", str(admin.call("CONFIG", "SET", "port", str(free_port()), "bind", "10.255.255.1")))]
+        out.append(("port taken on ::1 only", admin.call("CONFIG", "SET", "port", str(taken), "bind", "127.0.0.1")))
+        if out[-1][1] == b"OK":
+            server.port = taken
+        out.append(("answers", answers(server.port)))
+    finally:
+        busy.close()
+    return out
+
+
+def test_port_and_bind_applied_together_as_redis():
+    require_redis()
+    found = {}
+    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
+        server = start()
+        try:
+            found[kind] = together(server)
+        finally:
+            server.stop()
+    assert found["millrace"] == found["redis"]

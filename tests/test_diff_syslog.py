@@ -76,3 +76,23 @@ def test_a_facility_outside_redis_list_is_refused():
             start("--syslog-facility", "bogus")
         errors.append("argument(s) must be one of the following: user, local0, local1, local2, local3, local4, local5, local6, local7" in str(failed.value))
     assert errors == [True, True]
+
+
+def test_a_long_line_cut_as_redis_cuts_it(syslog_socket):
+    """Redis writes a message's first 1023 bytes (LOG_MAX_LEN): one too long for a datagram still arrives."""
+    require_redis()
+    from tests.rawclient import RawConn
+
+    found = {}
+    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
+        server = start("--syslog-enabled", "yes", "--syslog-ident", "long", "--enable-debug-command", "yes")
+        try:
+            lines(syslog_socket, 0.5)
+            conn = RawConn(server.port)
+            conn.call("DEBUG", "LOG", "x" * 3000)
+            conn.call("DEBUG", "LOG", "y" * 300000)
+            found[kind] = [len(m.group(5)) for m in map(LINE.fullmatch, lines(syslog_socket, 0.5)) if m and "DEBUG LOG" in m.group(5)]
+        finally:
+            server.stop()
+            lines(syslog_socket, 0.5)
+    assert found["millrace"] == found["redis"] == [1023, 1023]
