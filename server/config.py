@@ -779,10 +779,7 @@ class Config:
         stored: list[tuple[Param, object]] = []
         for param, value in parsed:
             previous.append((param, self.values[param.name]))
-            if param.merge is not None:
-                value = param.merge(self.values[param.name], value)
-            self._put(param, value)
-            stored.append((param, value))
+            stored.append((param, self._put_merged(param, value)))
         for applied, (param, value) in enumerate(stored, 1):
             try:
                 self._notify(param, value)
@@ -794,10 +791,14 @@ class Config:
                 raise _invalid(param.name, str(exc)) from None
 
     def _store(self, param: Param, value: object) -> None:
-        if param.merge is not None:  # a value that sets part of the parameter (client-output-buffer-limit)
+        self._notify(param, self._put_merged(param, value))
+
+    def _put_merged(self, param: Param, value: object) -> object:
+        """Store value (merged first where it sets part of the parameter: client-output-buffer-limit); the value stored."""
+        if param.merge is not None:
             value = param.merge(self.values[param.name], value)
         self._put(param, value)
-        self._notify(param, value)
+        return value
 
     def _put(self, param: Param, value: object) -> None:
         self.values[param.name] = value

@@ -267,8 +267,8 @@ LOG_MAX_LEN = 1024  # Redis's buffer for one log message: its first 1023 bytes a
 
 
 def _cut_long(record: logging.LogRecord) -> bool:
-    """A handler's filter: a message longer than Redis's LOG_MAX_LEN cut as Redis's vsnprintf cuts it
-    (a longer one is sent whole to the file, and to syslog not at all: too long for a datagram)."""
+    """A handler's filter: a message of LOG_MAX_LEN bytes or more cut to its first 1023, as Redis's
+    vsnprintf into its buffer cuts it (uncut, a very long one would not even fit a syslog datagram)."""
     message = record.getMessage()
     if len(message) >= LOG_MAX_LEN // 4 and len(data := message.encode(errors="replace")) >= LOG_MAX_LEN:
         record.msg, record.args = data[: LOG_MAX_LEN - 1].decode(errors="ignore"), ()
@@ -438,15 +438,10 @@ def _cannot_listen(address: str, exc: OSError) -> None:
     sys.exit(1)
 
 
-def _address(host: str, port: int) -> tuple:
-    """getaddrinfo's first answer for a bind address (Redis's wildcards `*` and `::*` included)."""
-    host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)
-    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-
-
 def _listen(host: str, port: int, backlog: int) -> socket.socket:
     """A listening TCP socket on host:port (SO_REUSEADDR, IPv6 only for IPv6 hosts, as Redis binds)."""
-    family, kind, proto, _name, address = _address(host, port)
+    host = {"*": "0.0.0.0", "::*": "::"}.get(host, host)  # Redis's wildcards
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
