@@ -150,3 +150,24 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(interval)
+
+
+def on_each(story, *args: str) -> dict:
+    """story(proc) on a fresh Millrace and a fresh Redis 8.2.3 started with args: {"millrace": ..., "redis": ...}."""
+    require_redis()
+    seen = {}
+    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
+        proc = start(*args)
+        try:
+            seen[name] = story(proc)
+        finally:
+            proc.stop()
+    return seen
+
+
+def fill_strings(client, count: int, size: int = 20) -> None:
+    """count string keys (key:0, key:1, ...) of size bytes, pipelined: enough data for a child to take a while."""
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.set(f"key:{i}", "v" * size)
+    pipe.execute()

@@ -11,25 +11,24 @@ import time
 
 import pytest
 
-from tests.servers import start_millrace
+from tests.servers import fill_strings, start_millrace
 
 
-def fsyncs_while_a_child_runs(hold: str) -> tuple[int, int]:
-    """(writes acknowledged while the BGSAVE child ran, fsyncs the main thread made meanwhile)."""
+def fsyncs_while_a_child_runs(hold: str, child: bool = True) -> tuple[int, int]:
+    """(writes acknowledged while the BGSAVE child ran, fsyncs the main thread made meanwhile); with no
+    child, the same for 50 writes."""
     server = start_millrace("--appendonly", "yes", "--appendfsync", "always", "--save", "", "--no-appendfsync-on-rewrite", hold)
     try:
         client = server.client()
-        pipe = client.pipeline(transaction=False)
-        for i in range(200_000):
-            pipe.set(f"key:{i}", "v" * 20)
-        pipe.execute()
+        fill_strings(client, 200_000)
         log = f"{server.dir}/strace.log"
         tracer = subprocess.Popen(["strace", "-qq", "-e", "trace=fsync,fdatasync", "-o", log, "-p", str(server.proc.pid)])
         try:
             time.sleep(0.5)  # attached
-            client.bgsave()
+            if child:
+                client.bgsave()
             writes = 0
-            while client.info("persistence")["rdb_bgsave_in_progress"]:
+            while client.info("persistence")["rdb_bgsave_in_progress"] if child else writes < 50:
                 client.set("during", writes)
                 writes += 1
         finally:
@@ -47,3 +46,9 @@ def test_no_fsync_while_a_child_writes():
     assert writes >= 20 and fsyncs <= 2  # (the last write may be fsynced once the child is reaped)
     writes, fsyncs = fsyncs_while_a_child_runs("no")
     assert writes >= 20 and fsyncs >= writes
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace (.ci/run installs it)")
+def test_with_no_child_every_write_is_fsynced_all_the_same():
+    writes, fsyncs = fsyncs_while_a_child_runs("yes", child=False)
+    assert writes == 50 and fsyncs >= writes

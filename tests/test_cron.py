@@ -70,3 +70,25 @@ def test_every_periodic_task_is_in_the_list():
         "main._active_expire", "main._streams", "main._measure", "main._clients", "main._persistence", "main._replication",
         "main._retention", "main._refusal", "main._tracking", "shutdown.cron",
     ]  # fmt: skip
+
+
+def test_the_next_tick_comes_at_the_rate_dynamic_hz_sets(monkeypatch):
+    """dynamic-hz: with hz 1 and 450 clients the cron runs at 4 a second (450 // 2 > 200, 450 // 4 is
+    not): the next tick comes a quarter second later, and with dynamic-hz no a second later."""
+    monkeypatch.setattr(main, "CRON_TASKS", ())
+    server = Server()
+    server.config.update({"hz": 1})
+    server.clients = dict.fromkeys(range(450))
+    main._cron(server)
+    assert server.hz == 4 and server.loop.scheduled == [(0.25, main._cron, (server,))]
+    server.config["dynamic-hz"] = False
+    server.loop.scheduled.clear()
+    main._cron(server)
+    assert server.loop.scheduled == [(1.0, main._cron, (server,))]
+
+
+def test_adapt_hz_doubles_while_more_than_200_clients_share_a_tick():
+    """Redis's serverCron: `while (clients / hz > MAX_CLIENTS_PER_CLOCK_TICK) hz *= 2`, capped at 500."""
+    assert [main.adapt_hz(1, clients, True) for clients in (200, 201, 401, 403, 1607)] == [1, 2, 2, 4, 8]  # (integer division)
+    assert main.adapt_hz(10, 10**7, True) == 500
+    assert main.adapt_hz(1, 10**6, False) == 1

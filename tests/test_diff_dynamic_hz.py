@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import time
 
-from tests.servers import require_redis, start_millrace, start_redis
+from tests.servers import on_each
 
 
 def hz_after_a_change(client, before: int, timeout: float = 5.0) -> tuple[int, int]:
@@ -41,13 +41,6 @@ def story(server) -> list:
 
 
 def test_dynamic_hz_as_redis():
-    require_redis()
-    found = {}
-    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
-        server = start("--hz", "1")
-        try:
-            found[kind] = story(server)
-        finally:
-            server.stop()
+    found = on_each(story, "--hz", "1")
     assert found["millrace"] == found["redis"]
     assert found["millrace"][1:6] == [(2, 1), (4, 1), (2, 2), (4, 2), (2, 2)]

@@ -4,7 +4,7 @@ eviction_exceeded_time fields count the time spent over maxmemory."""
 
 from __future__ import annotations
 
-from tests.servers import require_redis, start_millrace, start_redis, wait_for
+from tests.servers import on_each, wait_for
 
 
 def story(server) -> list:
@@ -30,13 +30,6 @@ def story(server) -> list:
 
 
 def test_a_lower_maxmemory_evicts_with_no_write_as_redis():
-    require_redis()
-    found = {}
-    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
-        server = start()
-        try:
-            found[kind] = story(server)
-        finally:
-            server.stop()
+    found = on_each(story)
     assert found["millrace"] == found["redis"]
     assert dict(found["millrace"])["evicted"] == 20_000

@@ -7,7 +7,7 @@ import time
 
 import redis
 
-from tests.servers import require_redis, start_millrace, start_redis
+from tests.servers import fill_strings, require_redis, start_millrace, start_redis
 
 
 def title_of(pid: int) -> str:
@@ -68,10 +68,7 @@ def test_a_snapshot_child_has_its_own_title():
     server = start_millrace()
     try:
         client = server.client()
-        pipe = client.pipeline(transaction=False)
-        for i in range(200_000):
-            pipe.set(f"key:{i}", "v" * 20)
-        pipe.execute()
+        fill_strings(client, 200_000)
         client.bgsave()
         wanted = f"millrace-rdb-bgsave 127.0.0.1:{server.port}"
         inherited = title_of(server.proc.pid)  # what the child shows between its fork and its retitling

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 from tests.rawclient import RawConn
-from tests.servers import free_port, require_redis, start_millrace, start_redis
+from tests.servers import free_port, on_each
 
 
 def answers(port: int) -> str:
@@ -50,14 +50,7 @@ def story(server) -> list:
 
 
 def test_config_set_port_and_bind_as_redis():
-    require_redis()
-    found = {}
-    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
-        server = start()
-        try:
-            found[kind] = story(server)
-        finally:
-            server.stop()
+    found = on_each(story)
     assert found["millrace"] == found["redis"]
     assert dict(found["millrace"])["new port"] == "b'PONG'" and dict(found["millrace"])["old port"] == "refused"
 
@@ -81,14 +74,7 @@ def rebinds(server) -> list:
 
 
 def test_listeners_closed_before_binding_anew_as_redis():
-    require_redis()
-    found = {}
-    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
-        server = start()
-        try:
-            found[kind] = rebinds(server)
-        finally:
-            server.stop()
+    found = on_each(rebinds)
     assert found["millrace"] == found["redis"]
     assert dict(found["millrace"])["moved answers"] == "b'PONG'"
 
@@ -113,12 +99,5 @@ def together(server) -> list:
 
 
 def test_port_and_bind_applied_together_as_redis():
-    require_redis()
-    found = {}
-    for kind, start in (("redis", start_redis), ("millrace", start_millrace)):
-        server = start()
-        try:
-            found[kind] = together(server)
-        finally:
-            server.stop()
+    found = on_each(together)
     assert found["millrace"] == found["redis"]

@@ -13,22 +13,9 @@ import time
 import pytest
 
 from tests.rawclient import RawConn, encode_command
-from tests.servers import require_redis, start_millrace, start_redis
+from tests.servers import on_each, require_redis, start_millrace, start_redis
 
 BIG = 100_000  # more keys than SLICED_SCAN_KEYS (65,536): SCAN 0 waits for a sliced snapshot
-
-
-def on_each(story, *args: str) -> dict:
-    """story(proc) on a fresh Millrace and a fresh Redis 8.2.3 started with args: {"millrace": ..., "redis": ...}."""
-    require_redis()
-    seen = {}
-    for name, start in (("millrace", start_millrace), ("redis", start_redis)):
-        proc = start(*args)
-        try:
-            seen[name] = story(proc)
-        finally:
-            proc.stop()
-    return seen
 
 
 def _fill(conn: RawConn, n: int, prefix: str = "k") -> None:

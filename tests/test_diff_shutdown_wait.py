@@ -459,3 +459,31 @@ def test_a_waiting_wait_blocks_on_no_key():
     require_redis()
     found = {kind: wait_keys_story(kind) for kind in KINDS}
     assert found["millrace"] == found["redis"] == (True, 1, 0, 0)
+
+
+def client_pause_story(kind: str) -> list:
+    """A CLIENT PAUSE under way when the shutdown's wait begins keeps its own end: once the shutdown is
+    aborted, writes go on when the CLIENT PAUSE's time is up, not never."""
+    with pair(kind, "--shutdown-timeout", "60", "--save", "") as (primary, replica):
+        admin = primary.client()
+        freeze(replica)
+        admin.set("k", "v")
+        out = [("pause", admin.execute_command("CLIENT", "PAUSE", "700", "WRITE"))]
+        caller = RawConn(primary.port)
+        caller.send(encode_command("SHUTDOWN"))
+        wait_for(lambda: shutdown_ms(primary), what="shutdown under way")
+        out.append(("abort", admin.execute_command("SHUTDOWN", "ABORT")))
+        writer = RawConn(primary.port)
+        writer.send(encode_command("SET", "k2", "v2"))
+        out.append(("write held by the CLIENT PAUSE", no_reply_for(writer, 0.1)))
+        writer.sock.settimeout(10)
+        out.append(("write's reply once it ends", writer.read()))
+        thaw(replica)
+        return out
+
+
+def test_a_client_pause_keeps_its_end_across_a_shutdown_wait():
+    require_redis()
+    stories = {kind: client_pause_story(kind) for kind in KINDS}
+    assert stories["millrace"] == stories["redis"]
+    assert dict(stories["millrace"])["write's reply once it ends"] == b"OK"

@@ -117,3 +117,12 @@ def test_an_eviction_during_a_sliced_pass_is_counted_once(monkeypatch):
     while meter.running is not None:
         meter.cron(server.now)
     assert meter.dataset + meter.since >= dataset_bytes(server)
+
+
+def test_the_eviction_time_limit_is_redis_s():
+    """Redis's evictionTimeLimitUs: 50 us a step up to tenacity 10, then 15 % more a step, no limit at 100."""
+    from server.eviction import eviction_time_limit_us
+
+    assert [eviction_time_limit_us(t) for t in (0, 1, 10)] == [0, 50, 500]
+    assert [eviction_time_limit_us(t) for t in (11, 20, 99)] == [575, int(500.0 * 1.15**10), int(500.0 * 1.15**89)]
+    assert eviction_time_limit_us(100) == float("inf")
